@@ -1,0 +1,31 @@
+"""scrapy-aimd: fast and polite crawling for Scrapy.
+
+The Scrapy-facing classes are imported lazily, so that the pure core
+(``scrapy_aimd.controller``, ``scrapy_aimd.canonical``, ``scrapy_aimd.frontier``
+...) can be used and tested without importing Scrapy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Addon": "scrapy_aimd.addon",
+    "AimdScheduler": "scrapy_aimd.scheduler",
+    "AimdDownloaderMiddleware": "scrapy_aimd.middleware",
+    "AimdRequestFingerprinter": "scrapy_aimd.fingerprint",
+    "AimdDupeFilter": "scrapy_aimd.dupefilter",
+    "RobotsTxtMiddleware": "scrapy_aimd.robots",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scrapy_aimd' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
