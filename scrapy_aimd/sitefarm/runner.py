@@ -103,7 +103,8 @@ class FarmProcess:
         try:
             ready = self._read_ready_line(startup_timeout)
         except BaseException:
-            self.stop()
+            with contextlib.suppress(FarmError):
+                self.stop()
             raise
         self.urls = dict(ready["hosts"])
         self.started = float(ready["started"])

@@ -284,6 +284,11 @@ class HostServer:
                     break
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             pass
+        except asyncio.CancelledError:
+            # The farm is closing. Ending normally, not cancelled: asyncio's stream
+            # protocol asks the finished task for its exception, which a cancelled task
+            # raises instead of returning.
+            pass
         except Exception:  # a bug must show, not kill the farm
             traceback.print_exc(file=sys.stderr)
         finally:
@@ -632,6 +637,8 @@ class HostServer:
             path = f"/p/{target}"
             if not spec.tracking_links or (number < len(links) - 1 and rng.random() < 0.4):
                 kind = "plain"
+            elif query:
+                kind = rng.choice(("query_order", "query_order", "utm", "empty_pairs"))
             else:
                 kind = rng.choice(VARIANT_KINDS)
             hrefs.append(link_variant(self.url, path, query, kind, rng.randrange(1 << 30)))

@@ -141,10 +141,8 @@ class HostSpec:
     """robots.txt lists /sitemap.xml, which lists every page."""
 
     def __post_init__(self) -> None:
-        self.redirects = [
-            r if isinstance(r, Redirect) else Redirect(**r)  # type: ignore[arg-type]
-            for r in self.redirects
-        ]
+        given: list[Any] = list(self.redirects)  # dicts when built from JSON
+        self.redirects = [r if isinstance(r, Redirect) else Redirect(**r) for r in given]
         self.validate()
 
     def validate(self) -> None:
