@@ -29,11 +29,14 @@ from scrapy_aimd.sitefarm import (
     farm_in_thread,
     farm_page_ids,
     host_possible_seconds,
+    over_capacity_seconds,
     possible_crawl_seconds,
     read_log_file,
     specs_from_json,
     specs_to_json,
     start_farm,
+    summarize,
+    totals,
 )
 from scrapy_aimd.sitefarm.urls import VARIANT_KINDS, link_variant, parse_target
 
@@ -846,3 +849,69 @@ def test_the_server_is_not_the_bottleneck() -> None:
         seconds = time.monotonic() - started
         connection.close()
     assert 1000 / seconds > 500, f"{1000 / seconds:.0f} responses/s on one connection"
+
+
+# -- reading a crawl from the log
+
+
+def record(
+    page: str | None, status: int, arrived: float, finished: float, reason: str = "page"
+) -> dict[str, object]:
+    return {
+        "host": "h",
+        "page": page,
+        "status": status,
+        "reason": reason,
+        "arrived": arrived,
+        "finished": finished,
+        "in_flight": 1,
+    }
+
+
+def test_over_capacity_counts_only_time_above_the_limit_of_admitted_requests() -> None:
+    records = [
+        record("/", 200, 0.0, 2.0),
+        record("/", 200, 1.0, 3.0),
+        record("/", 200, 1.5, 2.5),
+        record(None, 503, 1.6, 1.6, reason="capacity"),
+    ]
+    assert over_capacity_seconds(records, 2) == pytest.approx(0.5)
+    assert over_capacity_seconds(records, 1) == pytest.approx(1.5)
+    assert over_capacity_seconds(records, None) == 0.0
+
+
+def test_summary_counts_pages_duplicates_throttles_and_crawl_delay_violations() -> None:
+    spec = HostSpec(name="h", pages=2, crawl_delay=1.0, soft_capacity=1)
+    records = [
+        record(None, 200, 0.0, 0.1, reason="robots"),
+        record("/", 200, 1.0, 1.1),
+        record("/p/0", 200, 2.0, 2.1),
+        record("/p/0", 200, 2.5, 2.6),  # a tracking variant, too soon
+        record("/p/1", 429, 4.0, 4.0, reason="rate"),
+        record("/p/1", 503, 5.0, 5.0, reason="capacity"),
+        record(None, 404, 6.0, 6.2, reason="not_found"),
+    ]
+    summary = summarize(records, [spec])["h"]
+    assert summary.requests == 7
+    assert summary.statuses == {200: 4, 404: 1, 429: 1, 503: 1}
+    assert (summary.pages_total, summary.pages_fetched) == (3, 2)
+    assert summary.duplicate_fetches == 1
+    assert summary.throttled == 2
+    assert summary.crawl_delay_violations == 1
+    assert summary.min_gap_seconds == pytest.approx(0.5)
+    assert (summary.first_arrival, summary.last_finish) == (0.0, 6.2)
+    total = totals({"h": summary})
+    assert total["span_seconds"] == pytest.approx(6.2)
+    assert json.loads(json.dumps(summary.to_dict()))["pages_fetched"] == 2
+
+
+def test_summary_of_a_real_crawl() -> None:
+    specs = [HostSpec(name="a", pages=20, tracking_links=True, query_pages=2, seed=2)]
+    with farm_in_thread(specs) as farm:
+        fetched = crawl([farm.url("a")])
+        records = farm.read_log(len(fetched))
+    summary = summarize(records, specs)["a"]
+    assert summary.pages_fetched == summary.pages_total == 23
+    assert summary.duplicate_fetches == len(fetched) - 23
+    assert summary.throttled == 0
+    assert summary.max_in_flight == 1

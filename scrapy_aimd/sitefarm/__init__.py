@@ -8,6 +8,7 @@ Standard library only; no Scrapy import.
 
 from __future__ import annotations
 
+from scrapy_aimd.sitefarm.analysis import HostSummary, over_capacity_seconds, summarize, totals
 from scrapy_aimd.sitefarm.presets import (
     benchmark_farm,
     demo_farm,
@@ -41,6 +42,7 @@ __all__ = [
     "FarmProcess",
     "FarmThread",
     "HostSpec",
+    "HostSummary",
     "Redirect",
     "SpecError",
     "benchmark_farm",
@@ -48,10 +50,13 @@ __all__ = [
     "farm_in_thread",
     "farm_page_ids",
     "host_possible_seconds",
+    "over_capacity_seconds",
     "possible_crawl_seconds",
     "read_log_file",
     "requests_needed",
     "specs_from_json",
     "specs_to_json",
     "start_farm",
+    "summarize",
+    "totals",
 ]
