@@ -915,3 +915,25 @@ def test_summary_of_a_real_crawl() -> None:
     assert summary.duplicate_fetches == len(fetched) - 23
     assert summary.throttled == 0
     assert summary.max_in_flight == 1
+
+
+def test_a_hostname_is_used_in_urls_only_when_it_resolves_to_the_host() -> None:
+    spec = HostSpec(name="named", address="127.0.0.1", hostname="localhost", pages=1)
+    with farm_in_thread([spec]) as farm:
+        assert farm.urls["named"].startswith("http://localhost:")
+        assert fetch(farm.url("named", "/p/0")).status == 200
+    wrong = HostSpec(name="named", address="127.0.0.5", hostname="localhost")
+    with (
+        pytest.raises(Exception, match="not only to the host's address"),
+        farm_in_thread([wrong]),
+    ):
+        pass
+
+
+def test_the_farm_imports_no_scrapy_or_twisted() -> None:
+    code = (
+        "import sys, scrapy_aimd.sitefarm, scrapy_aimd.sitefarm.__main__\n"
+        "assert not {'scrapy', 'twisted'} & set(sys.modules), sorted(sys.modules)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=20)

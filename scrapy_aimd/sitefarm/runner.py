@@ -22,7 +22,7 @@ from scrapy_aimd.sitefarm.server import Farm
 from scrapy_aimd.sitefarm.spec import HostSpec, specs_to_json, validate_farm
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 #: The directory that holds the scrapy_aimd package, for a child that runs from a source tree.
 _SOURCE_ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +98,9 @@ class FarmProcess:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=env,
+            # Its own session: a Ctrl-C meant for the crawler must not kill the site under
+            # the crawler's graceful shutdown. Stdin EOF still ends it with this process.
+            start_new_session=True,
         )
         self._finalizer = weakref.finalize(self, _stop_process, self.process, 2.0)
         try:
@@ -293,7 +296,7 @@ async def serve(
     *,
     max_seconds: float | None = None,
     watch_stdin: bool = True,
-    on_ready: Any = None,
+    on_ready: Callable[[Farm], None] | None = None,
 ) -> None:
     """The child's main loop: serve until SIGTERM, SIGINT, stdin EOF or ``max_seconds``."""
     loop = asyncio.get_running_loop()

@@ -30,6 +30,7 @@ from scrapy_aimd.sitefarm.spec import (
     HostSpec,
     Redirect,
     RetryAfter,
+    SpecError,
     validate_farm,
 )
 from scrapy_aimd.sitefarm.urls import VARIANT_KINDS, Target, link_variant, parse_target
@@ -244,8 +245,24 @@ class HostServer:
                 limit=MAX_LINE,
             )
             self.address, self.port = self._server.sockets[0].getsockname()[:2]
+        if self.spec.hostname is not None:
+            self._check_hostname(self.spec.hostname, self.address)
         host = self.spec.hostname or self.address
         self.url = f"http://{host}" if self.port == 80 else f"http://{host}:{self.port}"
+
+    @staticmethod
+    def _check_hostname(hostname: str, address: str) -> None:
+        """Links must lead back to this loopback listener, never off the machine."""
+        try:
+            infos = socket.getaddrinfo(hostname, None, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError as error:
+            raise SpecError(f"hostname {hostname!r} does not resolve: {error}") from None
+        resolved = {str(info[4][0]) for info in infos}
+        if resolved != {address}:
+            raise SpecError(
+                f"hostname {hostname!r} resolves to {', '.join(sorted(resolved))},"
+                f" not only to the host's address {address}"
+            )
 
     def close(self) -> None:
         if self._server is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import ipaddress
 import random
@@ -61,7 +62,9 @@ class HostSpec:
     port: int = 0
     """0: an ephemeral port, so that several farms can run at once."""
     hostname: str | None = None
-    """A name used in URLs instead of the address; it must resolve to the address."""
+    """A name used in URLs instead of the address (e.g. "localhost" with address
+    127.0.0.1); the farm refuses to start unless it resolves to that address only. Links
+    then spell the host in upper case as one of their variants."""
     refused: bool = False
     """Reserve the address and port but never listen: connections are refused."""
 
@@ -210,7 +213,7 @@ class HostSpec:
                 result[spec_field.name] = (
                     [dataclasses.asdict(r) for r in value]
                     if spec_field.name == "redirects"
-                    else value
+                    else copy.deepcopy(value)
                 )
         return result
 
