@@ -342,6 +342,8 @@ def test_get_head_keep_alive_and_not_found() -> None:
     ("payload", "status"),
     [
         (b"GARBAGE\r\n\r\n", b"400"),
+        (b"OPTIONS * HTTP/1.1\r\n\r\n", b"400"),
+        (b"GET p/0 HTTP/1.1\r\n\r\n", b"400"),
         (b"GET /\r\n\r\n", b"400"),
         (b"GET / HTTP/9.9\r\n\r\n", b"400"),
         (b"GET /p/0 HTTP/1.1\r\nno colon here\r\n\r\n", b"400"),
@@ -475,6 +477,25 @@ def test_a_hanging_path_times_the_client_out() -> None:
     assert hung["reason"] == "hang"
     assert hung["client_closed"] is True
     assert hung["finished"] - hung["arrived"] >= 0.5
+
+
+def test_a_client_that_leaves_mid_response_is_still_logged() -> None:
+    spec = HostSpec(name="a", pages=1, latency=0.2, page_bytes=4 << 20, pause_first=0.0)
+    with farm_in_thread([spec]) as farm:
+        with socket.create_connection(address(farm.url("a"))) as sock:
+            sock.sendall(b"GET /p/0 HTTP/1.1\r\nHost: a\r\n\r\n")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+        records = farm.read_log(1)
+        assert fetch(farm.url("a", "/p/0")).status == 200
+    assert records[0]["client_closed"] is True
+    assert records[0]["page"] == "/p/0"
+
+
+def test_bad_targets_get_400_even_during_a_pause() -> None:
+    with farm_in_thread([HostSpec(name="a", pages=1, pause_first=5)]) as farm:
+        reply = raw_exchange(farm.url("a"), b"GET * HTTP/1.1\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 400 ")
+        assert fetch(farm.url("a", "/p/0")).status == 429
 
 
 def test_hang_rate_hangs_a_fraction() -> None:

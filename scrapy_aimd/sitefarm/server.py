@@ -42,6 +42,7 @@ MAX_BODY = 1 << 20
 IDLE_TIMEOUT = 30.0
 FIRST_AUTO_ADDRESS = ipaddress.ip_address("127.0.0.2")
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
+_PHRASES = {status.value: status.phrase for status in HTTPStatus}
 
 
 @dataclass
@@ -323,10 +324,11 @@ class HostServer:
         """Answer one request and log it; False when the connection must close."""
         in_flight = self.in_flight + 1
         admitted = False
-        if request.error is not None:
-            reply = Reply(request.error, "bad_request", b"bad request\n", "text/plain", close=True)
+        target = parse_target(request.target) if request.error is None else None
+        if request.error is not None or target is None:
+            status = request.error or 400
+            reply = Reply(status, "bad_request", b"bad request\n", "text/plain", close=True)
         else:
-            target = parse_target(request.target)
             reply_or_none = self._push_back(target)
             if reply_or_none is None:
                 admitted = True
@@ -334,10 +336,12 @@ class HostServer:
                 reply = self._route(request, target)
             else:
                 reply = reply_or_none
+        client_closed = False
+        write_failed = False
         try:
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
-            client_closed = reader.at_eof()
+            client_closed = reader.at_eof() or writer.transport.is_closing()
             if reply.reset:
                 sock = writer.get_extra_info("socket")
                 if sock is not None:
@@ -347,6 +351,8 @@ class HostServer:
                 keep_alive = request.keep_alive and not reply.close
                 writer.write(self._encode(request, reply, keep_alive))
                 await writer.drain()
+        except OSError:  # the client went away while the response was being written
+            client_closed = write_failed = True
         finally:
             if admitted:
                 self.in_flight -= 1
@@ -368,13 +374,11 @@ class HostServer:
                 "user_agent": request.headers.get("user-agent"),
             }
         )
-        return not reply.reset and not reply.close and request.keep_alive
+        return not (reply.reset or reply.close or write_failed) and request.keep_alive
 
     @staticmethod
     def _encode(request: Request, reply: Reply, keep_alive: bool) -> bytes:
-        phrase = (
-            HTTPStatus(reply.status).phrase if reply.status in HTTPStatus._value2member_map_ else ""
-        )
+        phrase = _PHRASES.get(reply.status, "")
         lines = [
             f"HTTP/1.1 {reply.status} {phrase}",
             f"Content-Type: {reply.content_type}",
@@ -394,22 +398,19 @@ class HostServer:
 
     # -- pushing back: pause, token bucket, capacity
 
-    def _push_back(self, target: Target | None) -> Reply | None:
+    def _push_back(self, target: Target) -> Reply | None:
         spec = self.spec
         now = time.monotonic()
         wall = time.time()
-        is_robots = target is not None and target.path == "/robots.txt"
+        is_robots = target.path == "/robots.txt"
         if spec.pause_first and not is_robots:
             remaining = self.farm.started_monotonic + spec.pause_first - now
             if remaining > 0:
                 value = retry_after_value(spec.pause_retry_after, remaining, wall)
                 return Reply(429, "pause", b"paused\n", "text/plain", retry_after=value)
         if spec.rate is not None:
-            self._tokens = min(
-                float(spec.burst),
-                self._tokens
-                + (now - max(self._tokens_at, self.farm.started_monotonic)) * spec.rate,
-            )
+            since = now - max(self._tokens_at, self.farm.started_monotonic)
+            self._tokens = min(float(spec.burst), self._tokens + since * spec.rate)
             self._tokens_at = now
             if self._tokens < 1.0:
                 wait = (1.0 - self._tokens) / spec.rate
@@ -432,13 +433,11 @@ class HostServer:
             delay *= self.in_flight / spec.soft_capacity
         return delay
 
-    def _route(self, request: Request, target: Target | None) -> Reply:
+    def _route(self, request: Request, target: Target) -> Reply:
         if request.method not in ("GET", "HEAD"):
             return Reply(
                 405, "method", b"method not allowed\n", "text/plain", [("Allow", "GET, HEAD")]
             )
-        if target is None:
-            return Reply(400, "bad_request", b"bad request target\n", "text/plain", close=True)
         spec = self.spec
         delay = self._latency()
         if target.path in self._reset_paths or target.page_key in self._reset_paths:
