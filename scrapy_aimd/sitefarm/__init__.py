@@ -2,8 +2,43 @@
 
 Each host listens on its own 127.0.0.N address (ephemeral port) and behaves like a real
 site: latency, capacity limits, token buckets, Retry-After pauses, failures, redirects,
-tracking-parameter links and the RFC 9309 robots.txt cases. Every request is logged.
-Standard library only; no Scrapy import.
+tracking-parameter links and the RFC 9309 robots.txt cases (see ``HostSpec``). Standard
+library only; no Scrapy import.
+
+From a test or a benchmark, in a child process so the crawler's loop is undisturbed::
+
+    from scrapy_aimd.sitefarm import HostSpec, start_farm, summarize
+
+    specs = [HostSpec(name="limited", pages=50, rate=5, burst=5),
+             HostSpec(name="slow", pages=20, latency=1.0)]
+    with start_farm(specs, max_seconds=120) as farm:
+        start_urls = [url + "/" for url in farm.urls.values()]
+        ...  # crawl
+        records = farm.read_log()
+    print(summarize(records, specs)["limited"].throttled)
+
+From a shell: ``python -m scrapy_aimd.sitefarm CONFIG.json --log LOG.jsonl`` (or
+``--preset demo``) prints one line, ``{"hosts": {name: base URL}, "started": time}``, once
+every host listens, and serves until SIGTERM, SIGINT, stdin EOF or ``--max-seconds``.
+
+Every request is one record (a JSON line in the log file, a dict in memory)::
+
+    host           the host's name
+    method, path   as requested: the raw target, tracking parameters and all
+    page           the page the answer was for ("/", "/p/3", "/p/3?lang=en&view=full"):
+                   set on 200 pages and on error_rate 500s, else null
+    status         the status sent; 0 when the connection was reset
+    reason         why: page, hang, error, redirect, not_found, robots, sitemap,
+                   pause, rate, capacity, method, bad_request, reset
+    arrived        wall-clock time (time.time()) the request line arrived
+    finished       wall-clock time the response was written
+    in_flight      requests being served at the host when it arrived, itself included
+                   (a refused one shows capacity + 1)
+    retry_after    the Retry-After value sent, or null
+    bytes          the body's length
+    connection     the host's connection counter (equal values: one keep-alive connection)
+    client_closed  the client had gone before the response was written (a timeout)
+    user_agent     the User-Agent header, or null
 """
 
 from __future__ import annotations

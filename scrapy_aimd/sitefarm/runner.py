@@ -92,16 +92,21 @@ class FarmProcess:
             p for p in (str(_SOURCE_ROOT), env.get("PYTHONPATH", "")) if p
         )
         self._stderr: IO[bytes] = open(self._stderr_path, "wb")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            # Its own session: a Ctrl-C meant for the crawler must not kill the site under
-            # the crawler's graceful shutdown. Stdin EOF still ends it with this process.
-            start_new_session=True,
-        )
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                # Its own session: a Ctrl-C meant for the crawler must not kill the site
+                # under the crawler's graceful shutdown. Stdin EOF still ends it with us.
+                start_new_session=True,
+            )
+        except BaseException:
+            self._stderr.close()
+            self._temp_dir.cleanup()
+            raise
         self._finalizer = weakref.finalize(self, _stop_process, self.process, 2.0)
         try:
             ready = self._read_ready_line(startup_timeout)
