@@ -95,7 +95,9 @@ class HostSpec:
     """Above this many concurrent requests latency scales by in_flight / soft_capacity:
     the host's throughput stays at soft_capacity / latency, as a busy server's does."""
 
-    # -- pushing back
+    # -- pushing back: pause_first is checked first, then the token bucket (a request it
+    # refuses takes no token), then capacity. They apply to every request, robots.txt
+    # included as a site's own limiter would, except that pause_first spares robots.txt.
     capacity: int | None = None
     """Hard limit: a request arriving while this many are served gets 503 at once."""
     capacity_retry_after: RetryAfter = None
