@@ -90,8 +90,15 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
-    scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    """Peak resident set size of this process image: VmHWM on Linux (reset by
+    exec, unlike getrusage's ru_maxrss, which keeps the parent's peak)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
 
 
 class _Sha1Fingerprinter:
