@@ -308,9 +308,9 @@ def normalize_percent_encoding(text: str, component: str = PATH) -> str:
     """
     if _CLEAN_RE[component].fullmatch(text):
         return text
-    encode = functools.partial(_UNSAFE_RE[component].sub, _encode_run)
+    unsafe_sub = _UNSAFE_RE[component].sub
     pieces = text.split("%")
-    out = [encode(pieces[0])]
+    out = [unsafe_sub(_encode_run, pieces[0])]
     # How the output ends: 0 = no lone "%" in reach, 1 = a lone "%",
     # 2 = a lone "%" and one hex digit.
     lone = 0
@@ -318,14 +318,14 @@ def normalize_percent_encoding(text: str, component: str = PATH) -> str:
         canonical = _ESCAPES.get(piece[:2])
         if canonical is None:
             out.append("%")
-            rest = encode(piece)
+            rest = unsafe_sub(_encode_run, piece)
             out.append(rest)
             lone = 1 if not rest else 2 if len(rest) == 1 and rest in _HEXDIGITS else 0
             continue
         if lone and len(canonical) == 1 and canonical in _HEXDIGITS:
             canonical = "%" + piece[:2].upper()
         out.append(canonical)
-        out.append(encode(piece[2:]))
+        out.append(unsafe_sub(_encode_run, piece[2:]))
         # A decoded hex digit after a lone "%" was kept encoded above, so no
         # lone "%" is in reach of what follows.
         lone = 0
