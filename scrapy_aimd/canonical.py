@@ -27,7 +27,6 @@ import functools
 import ipaddress
 import json
 import re
-from hashlib import blake2b
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
@@ -517,12 +516,11 @@ class Canonicalizer:
         self.trailing_slash = trailing_slash
         self.fragments = fragments
         self.tracking = TrackingRules(strip_params, keep_params)
+        #: Names everything that decides the output; changes with any option.
         self.rules_id = (
             f"canonical-v{RULES_VERSION};slash={trailing_slash};fragments={fragments};"
             + self.tracking.describe()
         )
-        #: 16 bytes that change with the rules: part of every fingerprint.
-        self.rules_digest = blake2b(self.rules_id.encode(), digest_size=16).digest()
 
     @classmethod
     def from_settings(cls, settings: SettingsLike) -> Canonicalizer:
@@ -546,8 +544,6 @@ class Canonicalizer:
             # The property tests run the stages unguarded; this is defence in
             # depth for inputs no test imagined: such a URL is its own key.
             return url
-
-    __call__ = canonicalize
 
     def _canonicalize(self, url: str) -> str:
         url = clean(url)
