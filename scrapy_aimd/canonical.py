@@ -55,6 +55,7 @@ __all__ = [
     "clean",
     "normalize_path",
     "normalize_percent_encoding",
+    "query_keys",
     "remove_dot_segments",
     "sort_query",
     "split_query",
@@ -381,14 +382,17 @@ def split_query(query: str) -> list[str]:
     return query.split("&") if query else []
 
 
-def _query_keys(pairs: list[str]) -> list[str]:
+def query_keys(pairs: list[str]) -> list[str]:
+    """The key of each pair ("a" for "a=1", "a" and "a=")."""
     return [pair.partition("=")[0] for pair in pairs]
 
 
-def sort_query(pairs: list[str]) -> list[str]:
+def sort_query(pairs: list[str], keys: list[str] | None = None) -> list[str]:
     """Stage 7: a stable sort of the pairs by key; pairs of one key keep their
-    order, because servers that read lists read them in order."""
-    keys = _query_keys(pairs)
+    order, because servers that read lists read them in order. ``keys``, if
+    given, are ``query_keys(pairs)``."""
+    if keys is None:
+        keys = query_keys(pairs)
     if keys == sorted(keys):
         return pairs
     order = sorted(range(len(pairs)), key=keys.__getitem__)
@@ -441,9 +445,12 @@ class TrackingRules:
             bool(self.strip_prefixes) and name.startswith(self.strip_prefixes)
         )
 
-    def filter(self, pairs: list[str]) -> list[str]:
-        """The pairs whose names are not tracking parameters."""
-        keys = "&".join(_query_keys(pairs)).lower().split("&")
+    def filter(self, pairs: list[str], keys: list[str] | None = None) -> list[str]:
+        """The pairs whose names are not tracking parameters (``pairs`` itself
+        if none is). ``keys``, if given, are ``query_keys(pairs)``."""
+        if keys is None:
+            keys = query_keys(pairs)
+        keys = "&".join(keys).lower().split("&")
         if self.strip_names.isdisjoint(keys) and not any(
             key.startswith(self.strip_prefixes) for key in keys
         ):
@@ -562,15 +569,18 @@ class Canonicalizer:
         if query:
             pairs = split_query(normalize_percent_encoding(query, QUERY))
             if pairs:
-                pairs = self.tracking.filter(pairs)
-                if len(pairs) > 1:
-                    pairs = sort_query(pairs)
-                if pairs:
-                    parts += ("?", "&".join(pairs))
+                keys = query_keys(pairs)
+                kept = self.tracking.filter(pairs, keys)
+                if kept is not pairs:
+                    keys = query_keys(kept)
+                if len(kept) > 1:
+                    kept = sort_query(kept, keys)
+                if kept:
+                    parts += ("?", "&".join(kept))
         if fragment and self.fragments != "drop":
-            kept = canonical_fragment(fragment, self.fragments)
-            if kept:
-                parts += ("#", kept)
+            fragment = canonical_fragment(fragment, self.fragments)
+            if fragment:
+                parts += ("#", fragment)
         return "".join(parts)
 
 

@@ -30,6 +30,7 @@ from scrapy_aimd.canonical import (
     clean,
     normalize_path,
     normalize_percent_encoding,
+    query_keys,
     remove_dot_segments,
     sort_query,
     split_query,
@@ -302,6 +303,10 @@ def test_split_query(query: str, expected: list[str]) -> None:
     assert split_query(query) == expected
 
 
+def test_query_keys() -> None:
+    assert query_keys(["a=1", "b", "c=", "=d", "e=f=g"]) == ["a", "b", "c", "", "e"]
+
+
 @pytest.mark.parametrize(
     ("pairs", "expected"),
     [
@@ -315,6 +320,7 @@ def test_split_query(query: str, expected: list[str]) -> None:
 )
 def test_sort_query(pairs: list[str], expected: list[str]) -> None:
     assert sort_query(pairs) == expected
+    assert sort_query(pairs, query_keys(pairs)) == expected
 
 
 @pytest.mark.parametrize(
