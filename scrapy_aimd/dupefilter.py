@@ -17,6 +17,10 @@ Two differences from RFPDupeFilter:
   4096 keys), so a killed crawl keeps what it had seen. The file names the
   rules its keys were made under: a file from other canonicalization rules,
   or a corrupted one, stops the crawl with an error that names the path.
+
+Stats: ``dupefilter/filtered`` (as RFPDupeFilter), ``aimd/dupefilter/redirect_same_key``
+(redirected requests let through), ``aimd/dupefilter/loaded`` (keys read from
+JOBDIR), ``aimd/dupefilter/keys`` (keys held at close).
 """
 
 from __future__ import annotations

@@ -290,3 +290,9 @@ def test_loaded_count_in_stats(tmp_path: Path) -> None:
     crawler = crawler_with(JOBDIR=str(tmp_path))
     build_from_crawler(AimdDupeFilter, crawler)
     assert crawler.stats.get_value("aimd/dupefilter/loaded") == 1
+
+
+def test_lazy_import_from_the_package() -> None:
+    import scrapy_aimd
+
+    assert scrapy_aimd.AimdDupeFilter is AimdDupeFilter

@@ -20,6 +20,8 @@ from urllib.parse import unquote
 
 import pytest
 
+from scrapy_aimd.dupefilter import AimdDupeFilter
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -194,11 +196,12 @@ def page_counts(requests: list[str]) -> Counter[str]:
 
 @pytest.fixture(scope="module")
 def crawls(site: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """One crawl with our fingerprinter and dupefilter, one with stock Scrapy."""
-    return {
-        "aimd": crawl(site, tmp_path_factory.mktemp("aimd"), "aimd", AIMD),
-        "stock": crawl(site, tmp_path_factory.mktemp("stock"), "stock", {}),
-    }
+    """One crawl with our fingerprinter and dupefilter (and a JOBDIR), one
+    with stock Scrapy."""
+    ours = tmp_path_factory.mktemp("aimd")
+    result = crawl(site, ours, "aimd", {**AIMD, "JOBDIR": str(ours / "job")})
+    result["jobdir"] = str(ours / "job")
+    return {"aimd": result, "stock": crawl(site, tmp_path_factory.mktemp("stock"), "stock", {})}
 
 
 def test_each_page_is_fetched_once(site: Site, crawls: dict[str, dict[str, Any]]) -> None:
@@ -226,6 +229,12 @@ def test_each_page_is_fetched_once(site: Site, crawls: dict[str, dict[str, Any]]
     # redirect target shares its source's key
     assert len(requests) == 11
     assert stats["aimd/dupefilter/keys"] == 8
+
+
+def test_jobdir_keeps_the_keys_of_the_crawl(crawls: dict[str, dict[str, Any]]) -> None:
+    resumed = AimdDupeFilter(crawls["aimd"]["jobdir"])
+    assert len(resumed) == 8
+    resumed.close("finished")
 
 
 def test_stock_scrapy_fetches_the_duplicates(site: Site, crawls: dict[str, dict[str, Any]]) -> None:
