@@ -1,0 +1,191 @@
+"""Fingerprint + dedup throughput and seen-set memory, against stock Scrapy.
+
+1. ``request_seen`` throughput of AimdDupeFilter (with AimdRequestFingerprinter)
+   against Scrapy's RFPDupeFilter (with RequestFingerprinter), on the same
+   requests: the generated URLs of bench_canonical.py, plus a third of them
+   again as duplicate links. Fresh request objects and filters each round.
+2. Memory per key of SeenSet at 1 and 10 million keys, beside a Python set of
+   the same 64-bit ints and RFPDupeFilter's set of SHA-1 digests; each measured
+   in a fresh process as the growth of its resident set size (RSS), with the
+   peak (SeenSet grows by copying its table) beside it.
+
+    PYTHONPATH=. python benchmarks/bench_dedup.py [--urls 100000] [--rounds 3]
+        [--memory-keys 1000000 10000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scrapy_aimd.dedup import SeenSet
+
+# Scrapy, w3lib and the dupefilter are imported where they are used, so that a
+# memory-measuring child process holds nothing but what it measures.
+
+
+def workload(count: int) -> list[str]:
+    from bench_canonical import generate_urls
+
+    urls = generate_urls(count)
+    rnd = random.Random(2)
+    return urls + rnd.sample(urls, count // 3)
+
+
+def best_seconds(
+    make_filters: dict[str, Any], urls: list[str], rounds: int
+) -> dict[str, tuple[float, int]]:
+    """Best time (and filtered count) of each filter, taking turns round by
+    round; fresh request objects and a fresh filter each time."""
+    from scrapy import Request
+
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(rounds):
+        for name, make_filter in make_filters.items():
+            requests = [Request(url) for url in urls]
+            dupefilter = make_filter()
+            gc.collect()
+            start = time.perf_counter()
+            filtered = sum(map(dupefilter.request_seen, requests))
+            seconds = time.perf_counter() - start
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, filtered)
+    return best
+
+
+def throughput(count: int, rounds: int) -> float:
+    """Print both request_seen throughputs; return the ratio (ours / Scrapy's)."""
+    from scrapy.dupefilters import RFPDupeFilter
+    from scrapy.utils.request import RequestFingerprinter
+
+    from scrapy_aimd.dupefilter import AimdDupeFilter
+
+    urls = workload(count)
+    best = best_seconds(
+        {
+            "stock": lambda: RFPDupeFilter(fingerprinter=RequestFingerprinter()),
+            "ours": AimdDupeFilter,
+        },
+        urls,
+        rounds,
+    )
+    (stock_time, stock_filtered), (our_time, our_filtered) = best["stock"], best["ours"]
+    print(f"requests: {len(urls):,} ({count:,} generated URLs + a third again), best of {rounds}")
+    print(
+        f"Scrapy RequestFingerprinter + RFPDupeFilter : {len(urls) / stock_time:10,.0f} req/s"
+        f"  ({stock_filtered:,} filtered)"
+    )
+    print(
+        f"AimdRequestFingerprinter + AimdDupeFilter    : {len(urls) / our_time:10,.0f} req/s"
+        f"  ({our_filtered:,} filtered)"
+    )
+    ratio = stock_time / our_time
+    print(f"fingerprint + dedup ratio                    : {ratio:.2f}x Scrapy")
+    return ratio
+
+
+def _rss_bytes() -> int:
+    """Current resident set size (Linux /proc; the peak elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except OSError:
+        return _peak_rss_bytes()
+    return pages * resource.getpagesize()
+
+
+def _peak_rss_bytes() -> int:
+    """Peak resident set size of this process image: VmHWM on Linux (reset by
+    exec, unlike getrusage's ru_maxrss, which keeps the parent's peak)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        scale = 1 if sys.platform == "darwin" else 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+class _Sha1Fingerprinter:
+    """RFPDupeFilter stores what its fingerprinter returns: SHA-1 digests, as
+    Scrapy's RequestFingerprinter does, here of a counter (no Request needed)."""
+
+    def fingerprint(self, request: Any) -> bytes:
+        return hashlib.sha1(request.to_bytes(8, "big")).digest()
+
+
+def measure_child(structure: str, keys: int) -> None:
+    """In a fresh process: fill one structure and print its bytes per key."""
+    rnd = random.Random(3)
+    getrandbits = rnd.getrandbits
+    gc.collect()
+    before = _rss_bytes()
+    kept: Any
+    if structure == "SeenSet":
+        kept = SeenSet()
+        add = kept.add
+        for _ in range(keys):
+            add(getrandbits(64))
+    elif structure == "set":
+        kept = set()
+        add = kept.add
+        for _ in range(keys):
+            add(getrandbits(64))
+    else:
+        from scrapy.dupefilters import RFPDupeFilter
+
+        kept = RFPDupeFilter(fingerprinter=_Sha1Fingerprinter())
+        seen = kept.request_seen
+        for number in range(keys):
+            seen(number)
+    gc.collect()
+    after = _rss_bytes()
+    # The process peaked no higher than its current RSS before the fill.
+    print((after - before) / keys, (max(_peak_rss_bytes(), after) - before) / keys)
+
+
+def memory(key_counts: list[int]) -> None:
+    """Print bytes per key of each structure at each size."""
+    print("memory per key (RSS growth in a fresh process; peak in brackets)")
+    header = f"{'keys':>12}  {'SeenSet':>16}  {'Python set[int]':>16}  {'RFPDupeFilter':>16}"
+    print(header)
+    for keys in key_counts:
+        cells = []
+        for structure in ("SeenSet", "set", "RFPDupeFilter"):
+            output = subprocess.run(
+                [sys.executable, __file__, "--memory-child", structure, str(keys)],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
+            resident, peak = float(output[0]), float(output[1])
+            cells.append(f"{resident:6.1f} ({peak:5.1f}) B")
+        print(f"{keys:>12,}  " + "  ".join(f"{cell:>16}" for cell in cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--urls", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory-keys", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--memory-child", nargs=2, metavar=("STRUCTURE", "KEYS"))
+    arguments = parser.parse_args()
+    if arguments.memory_child:
+        structure, keys = arguments.memory_child
+        measure_child(structure, int(keys))
+        return
+    throughput(arguments.urls, arguments.rounds)
+    print()
+    if arguments.memory_keys:
+        memory(arguments.memory_keys)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Real crawls: the stock scheduler with our fingerprinter and dupefilter
+against a local site whose links carry tracking parameters, fragments,
+default ports, case and percent-encoding variants, and redirects whose target
+has the same key as their source. Each page is fetched once; stock Scrapy,
+run on the same site, fetches duplicates."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pytest
+
+from scrapy_aimd.dupefilter import AimdDupeFilter
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Site(ThreadingHTTPServer):
+    """A small site that records the path and query of every request."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, SiteHandler)
+        self.requests: list[str] = []
+        self.lock = threading.Lock()
+
+    @property
+    def base(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}" + ("" if port == 80 else f":{port}")
+
+
+class SiteHandler(BaseHTTPRequestHandler):
+    server: Site
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.requests.append(self.path)
+        path, _, query = self.path.partition("?")
+        if path == "/":
+            self.reply(200, index_page(self.server))
+        elif path == "/old/":
+            self.reply(301, b"", location="/old")
+        elif path == "/moved" and query:
+            self.reply(302, b"", location="/moved")
+        else:
+            self.reply(200, b"<html><title>" + path.encode() + b"</title></html>")
+
+    def reply(self, status: int, body: bytes, location: str | None = None) -> None:
+        self.send_response(status)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def index_page(site: Site) -> bytes:
+    host, port = site.server_address[:2]
+    links = [
+        "/article",
+        "/article?utm_source=newsletter&utm_medium=email",
+        "/article?fbclid=IwAR0abc",
+        "/article?UTM_Campaign=spring&gclid=xyz",
+        "/article#comments",
+        "/article/",
+        "/./article",
+        "/%61rticle",
+        "/list?b=2&a=1",
+        "/list?a=1&b=2&utm_content=x",
+        "/caf%c3%a9",
+        "/café",
+        "/caf%C3%A9#top",
+        "/old/",  # answers 301 to /old, the same key
+        "/old",
+        "/moved?utm_source=feed",  # answers 302 to /moved, the same key
+        "/Article",  # path case: another page
+        "/q?x=a+b",
+        "/q?x=a%20b",  # "+" and "%20": two pages to a server
+    ]
+    if port == 80:
+        links.append(f"http://{host}:80/article")  # default port
+    anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+    return f"<html><body>{anchors}</body></html>".encode()
+
+
+def bind_site() -> Site:
+    """Port 80 on a loopback address of its own if it is free (for the default
+    port variant); any port otherwise."""
+    for last in range(83, 91):
+        try:
+            return Site((f"127.0.0.{last}", 80))
+        except OSError:
+            continue
+    return Site(("127.0.0.83", 0))
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    server = bind_site()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+SPIDER = textwrap.dedent(
+    """
+    import json
+    import scrapy
+
+    class SiteSpider(scrapy.Spider):
+        name = "site"
+
+        def __init__(self, start: str, report: str, **kwargs):
+            super().__init__(**kwargs)
+            self.start_urls = [start]
+            self.report = report
+            self.pages = []
+
+        def parse(self, response):
+            if response.url.rstrip("/") == self.start_urls[0].rstrip("/"):
+                yield from response.follow_all(css="a")
+            else:
+                self.pages.append(response.url)
+
+        def closed(self, reason):
+            stats = {k: v for k, v in self.crawler.stats.get_stats().items()
+                     if isinstance(v, int)}
+            with open(self.report, "w") as file:
+                json.dump({"pages": self.pages, "stats": stats}, file)
+    """
+)
+
+
+def crawl(site: Site, tmp_path: Path, name: str, settings: dict[str, str]) -> dict[str, Any]:
+    """Run one crawl in a subprocess; the site's requests and the spider's report."""
+    spider = tmp_path / "site_spider.py"
+    spider.write_text(SPIDER)
+    report = tmp_path / f"{name}.json"
+    base_settings = {
+        "ROBOTSTXT_OBEY": "False",
+        "TELNETCONSOLE_ENABLED": "False",
+        "LOG_LEVEL": "INFO",
+        "CONCURRENT_REQUESTS": "4",
+        "DOWNLOAD_TIMEOUT": "20",
+    }
+    arguments = [sys.executable, "-m", "scrapy", "runspider", str(spider)]
+    for key, value in {**base_settings, **settings}.items():
+        arguments += ["-s", f"{key}={value}"]
+    arguments += ["-a", f"start={site.base}/", "-a", f"report={report}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    with site.lock:
+        site.requests.clear()
+    result = subprocess.run(
+        arguments, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    data: dict[str, Any] = json.loads(report.read_text())
+    with site.lock:
+        data["requests"] = list(site.requests)
+    data["log"] = result.stderr
+    return data
+
+
+AIMD = {
+    "DUPEFILTER_CLASS": "scrapy_aimd.dupefilter.AimdDupeFilter",
+    "REQUEST_FINGERPRINTER_CLASS": "scrapy_aimd.fingerprint.AimdRequestFingerprinter",
+}
+
+
+def page_counts(requests: list[str]) -> Counter[str]:
+    """Fetches per page, by the path the server serves (query aside, escapes
+    decoded as the server decodes them)."""
+    return Counter(unquote(request.partition("?")[0]) for request in requests)
+
+
+@pytest.fixture(scope="module")
+def crawls(site: Site, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """One crawl with our fingerprinter and dupefilter (and a JOBDIR), one
+    with stock Scrapy."""
+    ours = tmp_path_factory.mktemp("aimd")
+    result = crawl(site, ours, "aimd", {**AIMD, "JOBDIR": str(ours / "job")})
+    result["jobdir"] = str(ours / "job")
+    return {"aimd": result, "stock": crawl(site, tmp_path_factory.mktemp("stock"), "stock", {})}
+
+
+def test_each_page_is_fetched_once(site: Site, crawls: dict[str, dict[str, Any]]) -> None:
+    result = crawls["aimd"]
+    requests = result["requests"]
+    fetches = page_counts(requests)
+    assert fetches["/article"] == 1, requests
+    assert fetches["/article/"] == 0, requests
+    assert fetches["/list"] == 1, requests
+    assert fetches["/café"] == 1, requests
+    assert fetches["/Article"] == 1, requests  # path case kept
+    assert sorted(r for r in requests if r.startswith("/q?")) == ["/q?x=a%20b", "/q?x=a+b"]
+    assert fetches["/"] == 1
+    assert len(requests) == len(set(requests))
+    # the redirects: one request to the source, one to the target, page reached
+    assert fetches["/old/"] == 1
+    assert fetches["/old"] == 1
+    assert fetches["/moved"] == 2  # "/moved?utm_source=feed", then "/moved"
+    pages = {url.removeprefix(site.base) for url in result["pages"]}
+    assert {"/old", "/moved", "/article"} <= pages
+    stats = result["stats"]
+    assert stats["aimd/dupefilter/redirect_same_key"] == 2
+    assert stats["dupefilter/filtered"] >= 12
+    # 11 requests: the start request is not filtered (dont_filter), and each
+    # redirect target shares its source's key
+    assert len(requests) == 11
+    assert stats["aimd/dupefilter/keys"] == 8
+
+
+def test_jobdir_keeps_the_keys_of_the_crawl(crawls: dict[str, dict[str, Any]]) -> None:
+    resumed = AimdDupeFilter(crawls["aimd"]["jobdir"])
+    assert len(resumed) == 8
+    resumed.close("finished")
+
+
+def test_stock_scrapy_fetches_the_duplicates(site: Site, crawls: dict[str, dict[str, Any]]) -> None:
+    ours, stock = crawls["aimd"], crawls["stock"]
+    stock_fetches = page_counts(stock["requests"])
+    # the plain link, two with utm_* (and gclid), one with fbclid, and with
+    # port 80 one with ":80"; fragments, dot segments and %61 it merges too
+    variants = 5 if site.server_address[1] == 80 else 4
+    assert stock_fetches["/article"] == variants, stock["requests"]
+    assert stock_fetches["/article/"] == 1, stock["requests"]
+    assert page_counts(ours["requests"])["/article"] == 1
+    assert len(stock["requests"]) > len(ours["requests"])
+    # both reach the pages behind the redirects
+    for page in ("/old", "/moved"):
+        assert any(url.endswith(page) for url in stock["pages"])
+        assert any(url.endswith(page) for url in ours["pages"])
