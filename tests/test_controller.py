@@ -9,7 +9,7 @@ import math
 import random
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pytest
 
@@ -1053,41 +1053,134 @@ def drive(
         host.cancel(ticket)
 
 
-SCENARIOS: dict[str, tuple[Callable[[], ModelHost], float]] = {
-    # name: (host model, the best rate the host allows, requests/s)
-    "bucket 1/s burst 1, 0.2 s": (lambda: TokenBucket(1, 1, 0.2), 1.0),
-    "bucket 2/s burst 10, 0.5 s": (lambda: TokenBucket(2, 10, 0.5), 2.0),
-    "bucket 5/s burst 5, 0.05 s": (lambda: TokenBucket(5, 5, 0.05), 5.0),
-    "bucket 5/s burst 1, 0.05 s": (lambda: TokenBucket(5, 1, 0.05), 5.0),
-    "bucket 20/s burst 20, 0.2 s": (lambda: TokenBucket(20, 20, 0.2), 20.0),
-    "bucket 50/s burst 50, 0.1 s": (lambda: TokenBucket(50, 50, 0.1), 50.0),
-    "bucket 50/s burst 1, 0.1 s": (lambda: TokenBucket(50, 1, 0.1), 50.0),
-    "bucket 2/s then 10/s, 0.05 s": (lambda: TokenBucket(2, 2, 0.05, new_rate=10), 10.0),
-    "bucket 10/s then 2/s, 0.05 s": (lambda: TokenBucket(10, 10, 0.05, new_rate=2), 2.0),
-    "limit_req 2/s 503, 0.1 s": (lambda: TokenBucket(2, 1, 0.1, 503, None), 2.0),
-    "limit_req 10/s 503, 0.05 s": (lambda: TokenBucket(10, 1, 0.05, 503, None), 10.0),
-    "capacity 4, 0.2 s": (lambda: CapacityHost(4, 0.2), 4 / 0.2),
-    "capacity 2, 1 s": (lambda: CapacityHost(2, 1.0), 2 / 1.0),
-    "queue 2 workers, 0.2 s": (lambda: QueueHost(2, 0.2), 2 / 0.2),
-    "latency 0.05 s then 0.5 s": (lambda: ShiftHost(0.05, 0.5, 300.0), 8 / 0.5),
-    "healthy, 0.1 s": (lambda: HealthyHost(0.1), 8 / 0.1),
+class Scenario(NamedTuple):
+    model: Callable[[], ModelHost]
+    best: float
+    """The best rate the host allows, in requests/s (after the change, if it changes)."""
+    min_rate: float
+    """The least share of ``best`` the controller must reach."""
+    max_refused: float = 0.05
+    """The largest share of requests the host may refuse (429 or 503)."""
+    settled: bool = False
+    """Judge the second half only: the host changes half way through."""
+
+
+# Latencies are the host's normal fetch time (jittered by +-20 %); the crawl has an
+# endless backlog for the host and the defaults of ControllerConfig.
+SCENARIOS: dict[str, Scenario] = {
+    # Rate limiters answering 429 with Retry-After: 1 when their bucket is empty.
+    "bucket 1/s burst 1, 0.2 s": Scenario(lambda: TokenBucket(1, 1, 0.2), 1.0, 0.8),
+    "bucket 2/s burst 10, 0.5 s": Scenario(lambda: TokenBucket(2, 10, 0.5), 2.0, 0.8),
+    "bucket 5/s burst 5, 0.05 s": Scenario(lambda: TokenBucket(5, 5, 0.05), 5.0, 0.8),
+    "bucket 5/s burst 1, 0.05 s": Scenario(lambda: TokenBucket(5, 1, 0.05), 5.0, 0.8),
+    "bucket 20/s burst 20, 0.2 s": Scenario(lambda: TokenBucket(20, 20, 0.2), 20.0, 0.8),
+    "bucket 50/s burst 50, 0.1 s": Scenario(lambda: TokenBucket(50, 50, 0.1), 50.0, 0.8),
+    "bucket 50/s burst 1, 0.1 s": Scenario(lambda: TokenBucket(50, 1, 0.1), 50.0, 0.75),
+    # ... whose owner changes the limit at 300 s.
+    "bucket 2/s then 10/s, 0.05 s": Scenario(
+        lambda: TokenBucket(2, 2, 0.05, new_rate=10), 10.0, 0.6, settled=True
+    ),
+    "bucket 10/s then 2/s, 0.05 s": Scenario(
+        lambda: TokenBucket(10, 10, 0.05, new_rate=2), 2.0, 0.8, settled=True
+    ),
+    # nginx limit_req: a strict limiter answering 503 without Retry-After (overload).
+    "limit_req 2/s 503, 0.1 s": Scenario(lambda: TokenBucket(2, 1, 0.1, 503, None), 2.0, 0.8),
+    "limit_req 10/s 503, 0.05 s": Scenario(lambda: TokenBucket(10, 1, 0.05, 503, None), 10.0, 0.8),
+    # Servers with C workers that answer 503 above C requests at once.
+    "capacity 4, 0.2 s": Scenario(lambda: CapacityHost(4, 0.2), 4 / 0.2, 0.9),
+    "capacity 2, 1 s": Scenario(lambda: CapacityHost(2, 1.0), 2 / 1.0, 0.9),
+    # A server that queues: more than 2 in flight only adds latency.
+    "queue 2 workers, 0.2 s": Scenario(lambda: QueueHost(2, 0.2), 2 / 0.2, 0.9),
+    # Pages that become slower at 300 s: a new normal, not an overload.
+    "latency 0.05 s then 0.5 s": Scenario(
+        lambda: ShiftHost(0.05, 0.5, 300.0), 8 / 0.5, 0.7, settled=True
+    ),
+    "healthy, 0.1 s": Scenario(lambda: HealthyHost(0.1), 8 / 0.1, 0.95),
 }
 
 
 def run_scenario(name: str, duration: float = 600.0, **overrides: Any) -> SimResult:
-    model, _ = SCENARIOS[name]
-    return simulate(ControllerConfig(**overrides), model(), duration)
+    return simulate(ControllerConfig(**overrides), SCENARIOS[name].model(), duration)
 
 
-def main() -> None:
-    print(f"{'host':32} {'rate/best':>9} {'throttled':>9} {'pauses':>6} {'mean c':>6}  final")
-    for name, (_, best) in SCENARIOS.items():
+def achieved(scenario: Scenario, result: SimResult) -> float:
+    """The share of the host's best rate that the controller reached."""
+    rate = result.rate_second_half if scenario.settled else result.rate
+    return rate / scenario.best
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_simulated_host(name: str) -> None:
+    scenario = SCENARIOS[name]
+    result = run_scenario(name)
+    assert achieved(scenario, result) >= scenario.min_rate, result
+    assert result.throttled_fraction < scenario.max_refused, result
+
+
+def test_a_capacity_host_converges_to_its_capacity() -> None:
+    for capacity, latency in ((4, 0.2), (2, 1.0)):
+        result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
+        assert abs(result.mean_concurrency - capacity) < 0.25, result
+
+
+def test_a_healthy_host_earns_its_limit_within_seconds() -> None:
+    result = simulate(ControllerConfig(max_concurrency=8), HealthyHost(0.1), 3.0)
+    assert "concurrency=8" in result.final
+    assert result.throttled == 0
+
+
+def test_a_queueing_host_is_not_pushed_into_its_queue() -> None:
+    result = simulate(ControllerConfig(), QueueHost(2, 0.2), 600.0)
+    assert result.mean_latency < 0.2 * 1.5, result
+
+
+SWEEP: dict[str, tuple[float, ...]] = {
+    "delay_step": (0.1, 0.25, 0.5, 1.0),
+    "margin": (0.1, 0.2, 0.3, 0.5),
+    "probe_time": (10.0, 20.0, 30.0, 60.0),
+    "probe_requests": (25, 50, 100, 200),
+    "latency_window": (5.0, 10.0, 30.0, 60.0),
+    "pace_window": (0.5, 1.0, 2.0, 5.0),
+    "pace_samples": (5, 10, 20, 40),
+    "initial_backoff": (0.5, 1.0, 2.0),
+}
+
+
+def main(argv: list[str]) -> None:
+    """Print the figures behind the defaults of ControllerConfig; with --sweep, how
+    each default compares with its neighbours (the other fields at their defaults)."""
+    if "--sweep" in argv:
+        sweep()
+        return
+    print(
+        f"{'host (600 s simulated)':30} {'rate/best':>9} {'settled':>8} {'refused':>8}"
+        f" {'pauses':>6} {'mean c':>6} {'latency':>7}"
+    )
+    for name, scenario in SCENARIOS.items():
         r = run_scenario(name)
+        whole = "" if scenario.settled else f"{r.rate / scenario.best:.3f}"
         print(
-            f"{name:32} {r.rate / best:9.3f} {r.throttled_fraction:9.2%} {r.pauses:6d}"
-            f" {r.mean_concurrency:6.2f}  {r.final}"
+            f"{name:30} {whole:>9} {r.rate_second_half / scenario.best:8.3f}"
+            f" {r.throttled_fraction:8.2%} {r.pauses:6d} {r.mean_concurrency:6.2f}"
+            f" {r.mean_latency:7.3f}"
         )
 
 
+def sweep() -> None:
+    print(f"{'field':16} {'value':>6} {'mean share':>10} {'worst share':>11} {'max refused':>11}")
+    for field, values in SWEEP.items():
+        for value in values:
+            shares, refused = [], []
+            for name, scenario in SCENARIOS.items():
+                result = run_scenario(name, **{field: value})
+                shares.append((achieved(scenario, result), name))
+                refused.append(result.throttled_fraction)
+            worst = min(shares)
+            print(
+                f"{field:16} {value:6g} {sum(v for v, _ in shares) / len(shares):10.3f}"
+                f" {worst[0]:11.3f} {max(refused):11.2%}   worst: {worst[1]}"
+            )
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv)
