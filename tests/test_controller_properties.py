@@ -49,7 +49,7 @@ class ControllerMachine(RuleBasedStateMachine):
         self.released: list[Ticket] = []
         self.started = 0
         self.released_count = 0
-        self.crawl_delay = 0.0
+        self.robots_delay = 0.0
 
     @initialize(cfg=configs)
     def make(self, cfg: ControllerConfig) -> None:
@@ -139,7 +139,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(seconds=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 2.0, 30.0, 600.0])))
     def crawl_delay(self, seconds: float | None) -> None:
         self.host.set_crawl_delay(seconds)
-        self.crawl_delay = seconds or 0.0
+        self.robots_delay = seconds or 0.0
 
     @rule()
     def resume(self) -> None:
@@ -160,7 +160,7 @@ class ControllerMachine(RuleBasedStateMachine):
     def gap_within_floor_and_max(self) -> None:
         if not hasattr(self, "host"):
             return
-        floor = max(self.cfg.min_delay, self.crawl_delay)
+        floor = max(self.cfg.min_delay, self.robots_delay)
         assert self.host.floor == floor
         assert floor <= self.host.delay <= max(floor, self.cfg.max_delay)
 
