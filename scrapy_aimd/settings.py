@@ -9,9 +9,15 @@ so this module does not import Scrapy.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
+
+import idna
+
+from scrapy_aimd.controller import ControllerConfig
 
 
 class SettingsLike(Protocol):
@@ -102,3 +108,224 @@ def read_str_list(
     if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise AimdSettingsError(name, value, "a list of strings")
+
+
+# -- the controller's settings -----------------------------------------------------
+
+#: Setting name -> ControllerConfig field, for every field.
+_CONTROLLER_FIELDS: dict[str, str] = {
+    "AIMD_MIN_DELAY": "min_delay",
+    "AIMD_MAX_DELAY": "max_delay",
+    "AIMD_MAX_CONCURRENCY": "max_concurrency",
+    "AIMD_ADAPTIVE_CONCURRENCY": "adaptive",
+    "AIMD_FAST_LATENCY": "fast_latency",
+    "AIMD_LATENCY_FACTOR": "latency_factor",
+    "AIMD_THROTTLE_CODES": "throttle_codes",
+    "AIMD_MAX_RETRY_AFTER": "max_retry_after",
+    "AIMD_DELAY_STEP": "delay_step",
+    "AIMD_MARGIN": "margin",
+    "AIMD_PROBE_TIME": "probe_time",
+    "AIMD_PROBE_REQUESTS": "probe_requests",
+    "AIMD_INITIAL_BACKOFF": "initial_backoff",
+    "AIMD_LATENCY_WINDOW": "latency_window",
+    "AIMD_PACE_WINDOW": "pace_window",
+    "AIMD_PACE_SAMPLES": "pace_samples",
+}
+
+#: Every setting :func:`controller_configs` reads (the docs list the same).
+CONTROLLER_SETTINGS: tuple[str, ...] = (*_CONTROLLER_FIELDS, "AIMD_HOSTS")
+
+_POSITIVE = frozenset(
+    {
+        "delay_step",
+        "margin",
+        "probe_time",
+        "initial_backoff",
+        "latency_window",
+        "pace_window",
+    }
+)
+_MINIMUM = {"latency_factor": 1.0}
+_MIN_INT = {"max_concurrency": 1, "probe_requests": 1, "pace_samples": 3}
+
+
+class HostConfigs:
+    """The controller config of every host: the defaults, with ``AIMD_HOSTS`` on top.
+
+    An override for ``example.com`` applies to example.com and its subdomains, on
+    any port; one for ``example.com:8080`` to that port only. The longest matching
+    key wins. Hosts are the scheduler's host keys: lowercase, ``host`` or
+    ``host:port``.
+    """
+
+    def __init__(self, default: ControllerConfig, overrides: dict[str, ControllerConfig]) -> None:
+        self.default = default
+        self.overrides = dict(overrides)
+        self._cache: dict[str, ControllerConfig] = {}
+
+    def for_host(self, host: str) -> ControllerConfig:
+        """The config for a host (cached: this is asked for every response)."""
+        if not self.overrides:
+            return self.default
+        cfg = self._cache.get(host)
+        if cfg is None:
+            cfg = self._cache[host] = self._match(host)
+        return cfg
+
+    def _match(self, host: str) -> ControllerConfig:
+        name, port = _split_port(host)
+        candidates = [name] if not port else [f"{name}:{port}", name]
+        best: str | None = None
+        for candidate in candidates:
+            for key in _suffixes(candidate):
+                if key in self.overrides and (best is None or len(key) > len(best)):
+                    best = key
+        return self.default if best is None else self.overrides[best]
+
+
+def controller_configs(settings: SettingsLike) -> HostConfigs:
+    """Read and check every controller setting; raise :class:`AimdSettingsError`
+    naming the setting and the value at the first one that cannot be used."""
+    values: dict[str, Any] = {}
+    for name, field_name in _CONTROLLER_FIELDS.items():
+        values[field_name] = _read_field(settings, name, field_name, _default(settings, name))
+    default = _config(values, "AIMD_MIN_DELAY", "AIMD_MAX_DELAY")
+    overrides: dict[str, ControllerConfig] = {}
+    for key, fields_ in _read_hosts(settings).items():
+        merged = dict(values)
+        prefix = f"AIMD_HOSTS[{key!r}]"
+        for field_name, value in fields_.items():
+            merged[field_name] = _read_field(
+                {f"{prefix}.{field_name}": value}, f"{prefix}.{field_name}", field_name, None
+            )
+        host = _host_key(key)
+        if host in overrides:
+            raise AimdSettingsError("AIMD_HOSTS", key, f"one entry per host ({host!r} twice)")
+        overrides[host] = _config(merged, f"{prefix}.min_delay", f"{prefix}.max_delay")
+    return HostConfigs(default, overrides)
+
+
+def _default(settings: SettingsLike, name: str) -> Any:
+    if name == "AIMD_MIN_DELAY":
+        return read_float(settings, "DOWNLOAD_DELAY", 0.0)
+    if name == "AIMD_MAX_CONCURRENCY":
+        return read_int(settings, "CONCURRENT_REQUESTS_PER_DOMAIN", 8, minimum=1)
+    return getattr(_DEFAULT_CONFIG, _CONTROLLER_FIELDS[name])
+
+
+def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any) -> Any:
+    if field_name == "adaptive":
+        return read_bool(settings, name, default)
+    if field_name == "throttle_codes":
+        return read_status_codes(settings, name, default)
+    if field_name in _MIN_INT:
+        return read_int(settings, name, default, minimum=_MIN_INT[field_name])
+    number = read_float(settings, name, default, minimum=_MINIMUM.get(field_name, 0.0))
+    if field_name in _POSITIVE and number <= 0:
+        raise AimdSettingsError(name, settings.get(name, default), "a number > 0")
+    return number
+
+
+def _config(values: dict[str, Any], min_name: str, max_name: str) -> ControllerConfig:
+    if values["min_delay"] > values["max_delay"]:
+        expected = f"a number <= {max_name} ({values['max_delay']!r})"
+        raise AimdSettingsError(min_name, values["min_delay"], expected)
+    return ControllerConfig(**values)
+
+
+def read_status_codes(settings: SettingsLike, name: str, default: Iterable[int]) -> frozenset[int]:
+    """HTTP status codes: a list, or a string such as "429,503" or "[429, 503]"."""
+    value = settings.get(name, None)
+    if value is None:
+        return frozenset(default)
+    expected = "a list of HTTP status codes (100-599)"
+    if isinstance(value, str):
+        items: Iterable[Any] = value.strip().strip("[]").replace(",", " ").split()
+    elif isinstance(value, Iterable):
+        items = value
+    else:
+        raise AimdSettingsError(name, value, expected)
+    codes = set()
+    for item in items:
+        if isinstance(item, bool):
+            raise AimdSettingsError(name, value, expected)
+        try:
+            code = int(item)
+        except (TypeError, ValueError):
+            raise AimdSettingsError(name, value, expected) from None
+        exact = code == item or str(code) == str(item).strip()
+        if not exact or not 100 <= code <= 599:
+            raise AimdSettingsError(name, value, expected)
+        codes.add(code)
+    return frozenset(codes)
+
+
+def _read_hosts(settings: SettingsLike) -> dict[str, dict[str, Any]]:
+    """AIMD_HOSTS: host -> {field: value}, as a dict or a JSON string (from ``-s``)."""
+    value = settings.get("AIMD_HOSTS", None)
+    if value is None or value == "":
+        return {}
+    expected = 'a dict of host -> {field: value}, e.g. {"example.com": {"max_concurrency": 2}}'
+    hosts = value
+    if isinstance(value, str):
+        try:
+            hosts = json.loads(value)
+        except ValueError:
+            raise AimdSettingsError("AIMD_HOSTS", value, expected) from None
+    if not isinstance(hosts, Mapping):
+        raise AimdSettingsError("AIMD_HOSTS", value, expected)
+    known = sorted(_CONTROLLER_FIELDS.values())
+    result: dict[str, dict[str, Any]] = {}
+    for key, fields_ in hosts.items():
+        if not isinstance(key, str) or not _HOST_KEY.fullmatch(key.strip()):
+            expected_key = f"host keys such as 'example.com' or 'localhost:8080', not {key!r}"
+            raise AimdSettingsError("AIMD_HOSTS", value, expected_key)
+        if not isinstance(fields_, Mapping):
+            raise AimdSettingsError(f"AIMD_HOSTS[{key!r}]", fields_, expected)
+        for field_name in fields_:
+            if field_name not in known:
+                raise AimdSettingsError(
+                    f"AIMD_HOSTS[{key!r}]", field_name, "one of " + ", ".join(known)
+                )
+        result[key] = dict(fields_)
+    return result
+
+
+_HOST_KEY = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^\s/:@\[\]?#]+)(:\d+)?")
+
+
+def _host_key(key: str) -> str:
+    """As the scheduler's host keys are: lowercase, no trailing dot, no default port
+    (80 or 443: a key without a port applies to every port anyway), international
+    names in the IDNA form that request URLs carry."""
+    name, port = _split_port(key.strip().lower())
+    name = name.rstrip(".")
+    if port in ("80", "443"):
+        port = ""
+    if not name.isascii():
+        try:
+            name = idna.encode(name, uts46=True).decode("ascii")
+        except idna.IDNAError:
+            raise AimdSettingsError("AIMD_HOSTS", key, "a valid host name") from None
+    return f"{name}:{port}" if port else name
+
+
+def _split_port(host: str) -> tuple[str, str]:
+    if host.startswith("["):
+        name, _, rest = host.partition("]")
+        return name + "]", rest[1:] if rest.startswith(":") else ""
+    name, _, port = host.partition(":")
+    return name, port
+
+
+def _suffixes(name: str) -> Iterator[str]:
+    """example.com:8080 -> itself, com:8080; www.example.com -> itself, example.com, com."""
+    yield name
+    if name.startswith("["):
+        return
+    while "." in name:
+        name = name.partition(".")[2]
+        yield name
+
+
+_DEFAULT_CONFIG = ControllerConfig()

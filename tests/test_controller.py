@@ -1,0 +1,1186 @@
+"""The per-host controller, rule by rule, on a fake clock."""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import json
+import math
+import random
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+import pytest
+
+from scrapy_aimd.controller import (
+    ControllerConfig,
+    HostController,
+    HostNotReady,
+    Reaction,
+    Ticket,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+FAST = 0.05  # a fetch latency well under the 0.25 s threshold
+
+
+def make(**overrides: object) -> HostController:
+    return HostController(ControllerConfig(**overrides))  # type: ignore[arg-type]
+
+
+def good_round(host: HostController, now: float, latency: float = FAST) -> float:
+    """Start as many requests as the host allows now, then let them all succeed."""
+    now = max(now, host.ready_at(now))
+    tickets = []
+    while host.ready_at(now) <= now:
+        tickets.append(host.start(now))
+    now += latency
+    for ticket in tickets:
+        host.finish(ticket, now, status=200, latency=latency)
+    return now
+
+
+def one_good(host: HostController, now: float, latency: float = FAST) -> float:
+    """One request, started as soon as allowed, that comes back fast and well."""
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    now += latency
+    host.finish(ticket, now, status=200, latency=latency)
+    return now
+
+
+def grow_to(host: HostController, limit: int, now: float = 0.0) -> float:
+    while host.concurrency < limit:
+        now = good_round(host, now)
+    return now
+
+
+# -- the config --------------------------------------------------------------------
+
+
+def test_config_defaults() -> None:
+    cfg = ControllerConfig()
+    assert cfg.min_delay == 0.0
+    assert cfg.max_delay == 60.0
+    assert cfg.max_concurrency == 8
+    assert cfg.adaptive is True
+    assert cfg.fast_latency == 0.25
+    assert cfg.latency_factor == 2.0
+    assert cfg.throttle_codes == frozenset({429, 503})
+    assert cfg.max_retry_after == 3600.0
+
+
+def test_config_is_frozen_and_takes_any_iterable_of_codes() -> None:
+    cfg = ControllerConfig(throttle_codes=[429])  # type: ignore[arg-type]
+    assert cfg.throttle_codes == frozenset({429})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.min_delay = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_delay", -1.0),
+        ("max_delay", -1.0),
+        ("min_delay", math.nan),
+        ("max_delay", math.inf),
+        ("max_concurrency", 0),
+        ("fast_latency", -0.1),
+        ("latency_factor", 0.5),
+        ("max_retry_after", -1.0),
+        ("delay_step", 0.0),
+        ("margin", 0.0),
+        ("probe_time", 0.0),
+        ("initial_backoff", 0.0),
+        ("latency_window", 0.0),
+        ("pace_window", 0.0),
+        ("pace_samples", 2),
+        ("throttle_codes", frozenset({42})),
+    ],
+)
+def test_config_rejects_invalid_values(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        ControllerConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_config_rejects_min_above_max() -> None:
+    with pytest.raises(ValueError, match="min_delay"):
+        ControllerConfig(min_delay=5.0, max_delay=1.0)
+
+
+# -- starting requests -------------------------------------------------------------
+
+
+def test_a_fresh_host_is_ready_at_once_with_one_place() -> None:
+    host = make()
+    assert host.ready_at(100.0) <= 100.0
+    assert host.concurrency == 1
+    assert host.delay == 0.0
+    assert host.in_flight == 0
+    assert host.paused_until == -math.inf
+    assert host.best_latency is None
+
+
+def test_start_returns_an_immutable_ticket() -> None:
+    host = make()
+    ticket = host.start(5.0)
+    assert isinstance(ticket, Ticket)
+    assert ticket.started == 5.0
+    with pytest.raises(AttributeError):
+        ticket.started = 6.0  # type: ignore[misc]
+    assert host.in_flight == 1
+
+
+def test_at_its_limit_the_host_is_never_ready_and_start_raises() -> None:
+    host = make()
+    host.start(0.0)
+    assert host.ready_at(0.0) == math.inf
+    assert host.ready_at(1e9) == math.inf
+    with pytest.raises(HostNotReady):
+        host.start(0.0)
+
+
+def test_the_gap_spaces_starts() -> None:
+    host = make(min_delay=2.0, max_delay=10.0)
+    assert host.delay == 2.0
+    ticket = host.start(10.0)
+    host.finish(ticket, 10.1, status=200, latency=0.1)
+    assert host.ready_at(10.1) == 12.0
+    with pytest.raises(HostNotReady):
+        host.start(11.9)
+    host.start(12.0)
+
+
+def test_fixed_concurrency_stays_at_max() -> None:
+    host = make(adaptive=False, max_concurrency=4)
+    assert host.concurrency == 4
+    tickets = [host.start(0.0) for _ in range(4)]
+    assert host.ready_at(0.0) == math.inf
+    for ticket in tickets:
+        host.finish(ticket, 1.0, status=503, latency=0.01)
+    assert host.concurrency == 4
+
+
+# -- rule 2: what counts as a throttle signal --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "latency", "kind"),
+    [
+        (200, FAST, "good"),
+        (204, FAST, "good"),
+        (301, FAST, "good"),
+        (304, FAST, "good"),
+        (429, FAST, "rate_limit"),
+        (503, FAST, "overload"),
+        (200, 0.3, "overload"),  # above the 0.25 s fast latency
+        (404, FAST, "neutral"),
+        (403, FAST, "neutral"),
+        (500, FAST, "neutral"),
+        (502, FAST, "neutral"),
+        (404, 5.0, "neutral"),  # a slow 404 changes nothing either
+        (100, FAST, "neutral"),
+    ],
+)
+def test_classification(status: int, latency: float, kind: str) -> None:
+    host = make()
+    now = one_good(host, 0.0)  # the host's normal: FAST
+    reaction = host.finish(host.start(now), now + latency, status=status, latency=latency)
+    assert isinstance(reaction, Reaction)
+    assert reaction.kind == kind
+    assert reaction.throttled == (kind in ("overload", "rate_limit"))
+
+
+def test_any_throttle_code_with_retry_after_is_a_rate_limit() -> None:
+    host = make()
+    reaction = host.finish(host.start(0.0), 0.1, status=503, latency=0.1, retry_after=2.0)
+    assert reaction.kind == "rate_limit"
+    assert reaction.paused_until == 2.1
+
+
+def test_retry_after_outside_the_throttle_codes_is_ignored() -> None:
+    host = make()
+    reaction = host.finish(host.start(0.0), 0.1, status=200, latency=0.05, retry_after=30.0)
+    assert reaction.kind == "good"
+    assert reaction.paused_until is None
+    assert host.paused_until == -math.inf
+
+
+def test_custom_throttle_codes() -> None:
+    host = make(throttle_codes=frozenset({429}))
+    reaction = host.finish(host.start(0.0), 0.1, status=503, latency=0.05)
+    assert reaction.kind == "neutral"
+
+
+def test_timeout_is_overload_and_other_failures_are_neutral() -> None:
+    host = make()
+    assert host.fail(host.start(0.0), 180.0, timeout=True).kind == "overload"
+    host = make()
+    reaction = host.fail(host.start(0.0), 0.1, timeout=False)
+    assert reaction.kind == "neutral"
+    assert reaction.decreased is False
+    assert host.delay == 0.0
+    assert host.concurrency == 1
+
+
+def test_latency_threshold_follows_the_best_recent_latency() -> None:
+    host = make(latency_window=60.0)
+    now = one_good(host, 0.0, latency=1.0)  # a slow host: 1 s is its normal
+    assert host.best_latency == 1.0
+    assert host.finish(host.start(now), now + 1.9, status=200, latency=1.9).kind == "good"
+    assert host.finish(host.start(now + 2), now + 4.1, status=200, latency=2.1).kind == "overload"
+
+
+def test_best_latency_is_a_window_minimum_that_can_rise_again() -> None:
+    host = make(latency_window=10.0)
+    one_good(host, 0.0, latency=0.01)
+    assert host.best_latency == 0.01
+    # Within the window the minimum holds.
+    one_good(host, 5.0, latency=0.2)
+    assert host.best_latency == 0.01
+    # Two windows later it has been forgotten: the host's normal is now 0.2 s.
+    for t in (15.0, 25.0, 35.0):
+        one_good(host, t, latency=0.2)
+    assert host.best_latency == 0.2
+
+
+def test_latency_defaults_to_the_time_since_start() -> None:
+    host = make()
+    ticket = host.start(0.0)
+    assert host.finish(ticket, 0.2, status=200).kind == "good"
+    assert host.best_latency == pytest.approx(0.2)
+
+
+def test_a_first_slow_response_is_not_a_spike() -> None:
+    # Nothing is known yet: the response sets the host's normal.
+    host = make()
+    assert host.finish(host.start(0.0), 2.0, status=200, latency=2.0).kind == "good"
+
+
+# -- rule 3: one decrease per round; overload and rate limit -----------------------
+
+
+def test_503s_at_concurrency_4_halve_concurrency_and_leave_the_gap_alone() -> None:
+    host = make()
+    now = grow_to(host, 4)
+    assert host.delay == 0.0
+    tickets = [host.start(now) for _ in range(4)]
+    first = host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    assert first.kind == "overload"
+    assert first.decreased is True
+    assert host.concurrency == 2
+    assert host.delay == 0.0
+    # The other 503s of the same round are not acted on again.
+    for ticket in tickets[1:]:
+        again = host.finish(ticket, now + 0.02, status=503, latency=0.01)
+        assert again.kind == "overload"
+        assert again.decreased is False
+    assert host.concurrency == 2
+    assert host.delay == 0.0
+
+
+def test_a_signal_from_after_the_decrease_decreases_again() -> None:
+    host = make()
+    now = grow_to(host, 4)
+    tickets = [host.start(now) for _ in range(4)]
+    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    assert host.concurrency == 2
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.01, status=200, latency=0.01)
+    late = host.start(now + 0.01)  # starts after the decrease: a new round
+    assert host.finish(late, now + 0.02, status=503, latency=0.01).decreased is True
+    assert host.concurrency == 1
+
+
+def test_overload_at_concurrency_1_doubles_the_gap_from_1s_when_nothing_is_known() -> None:
+    host = make(initial_backoff=1.0)
+    reaction = host.fail(host.start(0.0), 30.0, timeout=True)
+    assert reaction.decreased is True
+    assert host.concurrency == 1
+    assert host.delay == 1.0
+    now = 30.0
+    for expected in (2.0, 4.0, 8.0):
+        now = max(now, host.ready_at(now))
+        host.fail(host.start(now), now + 30.0, timeout=True)
+        now += 30.0
+        assert host.delay == expected
+
+
+def test_overload_at_concurrency_1_doubles_from_the_hosts_current_pace() -> None:
+    # The host was accepting one request every 0.5 s: the gap becomes 1 s, not 1 s
+    # doubled from nothing nor 0 doubled.
+    host = make()
+    now = 0.0
+    for _ in range(6):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        host.finish(ticket, now + 0.5, status=200, latency=0.2)
+        now += 0.5
+    assert host.concurrency == 1 or host.delay == 0.0
+    host = make(max_concurrency=1)
+    now = 0.0
+    for _ in range(6):
+        ticket = host.start(now)
+        now += 0.5
+        host.finish(ticket, now, status=200, latency=0.2)
+    host.finish(host.start(now), now + 0.1, status=503, latency=0.1)
+    assert host.delay == pytest.approx(1.0)
+
+
+def test_doubling_at_concurrency_1_stops_at_max() -> None:
+    host = make(max_delay=5.0)
+    now = 0.0
+    for _ in range(10):
+        now = max(now, host.ready_at(now))
+        host.fail(host.start(now), now + 1.0, timeout=True)
+        now += 1.0
+        assert host.delay <= 5.0
+    assert host.delay == 5.0
+
+
+def test_fixed_concurrency_overload_doubles_the_gap() -> None:
+    host = make(adaptive=False, max_concurrency=4)
+    host.finish(host.start(0.0), 0.1, status=503, latency=0.1)
+    assert host.concurrency == 4
+    assert host.delay == 1.0
+
+
+def test_a_burst_of_429s_from_one_round_halves_concurrency_once_and_sets_a_gap() -> None:
+    host = make()
+    now = grow_to(host, 4)
+    tickets = [host.start(now) for _ in range(4)]
+    reactions = [host.finish(t, now + 0.05, status=429, latency=0.05) for t in tickets]
+    assert [r.kind for r in reactions] == ["rate_limit"] * 4
+    assert [r.decreased for r in reactions] == [True, False, False, False]
+    assert host.concurrency == 2
+    assert host.delay > 0.0
+
+
+def test_rate_limit_sets_the_gap_from_the_accepted_pace_with_a_margin() -> None:
+    # Concurrency 1, 20 requests/s accepted (latency 0.05 s, gap 0), then a 429.
+    host = make(margin=0.25)
+    now = 0.0
+    for _ in range(10):
+        ticket = host.start(now)
+        now += 0.05
+        host.finish(ticket, now, status=200, latency=0.05)
+    reaction = host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert reaction.decreased is True
+    assert host.delay == pytest.approx(0.05 * 1.25)
+
+
+def test_rate_limit_pace_does_not_count_time_spent_paused() -> None:
+    # 4 requests/s, a 429 with a 10 s pause, two requests at the new gap, another 429:
+    # the host accepted a request every 0.3 s, not two in 10 s.
+    host = make(margin=0.2, max_concurrency=1)
+    now = 0.0
+    for _ in range(4):
+        ticket = host.start(now)
+        now += 0.25
+        host.finish(ticket, now, status=200, latency=0.05)
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05, retry_after=10.0)
+    assert host.delay == pytest.approx(0.3)
+    now = host.ready_at(now)
+    assert now == pytest.approx(11.05)
+    for _ in range(2):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        host.finish(ticket, now + 0.05, status=200, latency=0.05)
+    now = host.ready_at(now)
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    # Refused at 0.3 s, slower than the 0.25 s refused before: the margin was not
+    # enough, so the gap doubles from 0.3 s (from 5 s, had the pause counted).
+    assert host.delay == pytest.approx(0.6, rel=0.01)
+
+
+def test_rate_limit_with_nothing_measured_at_least_doubles() -> None:
+    host = make(initial_backoff=1.0)
+    reaction = host.finish(host.start(0.0), 0.05, status=429, latency=0.05)
+    assert reaction.decreased is True
+    assert host.delay == 1.0
+    host = make(min_delay=0.5, max_delay=10.0)
+    host.finish(host.start(0.0), 0.05, status=429, latency=0.05)
+    assert host.delay >= 1.0
+
+
+def test_rate_limit_never_narrows_the_gap() -> None:
+    # A stale fast pace must not narrow a gap that the host already needed.
+    host = make(margin=0.25)
+    now = 0.0
+    for _ in range(10):
+        ticket = host.start(now)
+        now += 0.05
+        host.finish(ticket, now, status=200, latency=0.05)
+    host.finish(host.start(now), now + 0.05, status=503, latency=0.05)  # overload: gap 0.1
+    before = host.delay
+    now = max(now + 0.05, host.ready_at(now + 0.05))
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert host.delay >= before * 1.25
+
+
+# -- rule 4: Retry-After -------------------------------------------------------------
+
+
+def test_a_retry_after_pause_is_exact() -> None:
+    host = make()
+    reaction = host.finish(host.start(10.0), 10.2, status=429, latency=0.2, retry_after=7.5)
+    assert reaction.paused_until == 17.7
+    assert host.paused_until == 17.7
+    assert host.ready_at(10.2) == 17.7
+    assert host.ready_at(17.0) == 17.7
+    with pytest.raises(HostNotReady):
+        host.start(17.69)
+    host.start(17.7)
+
+
+def test_a_retry_after_pause_is_capped() -> None:
+    host = make(max_retry_after=60.0)
+    reaction = host.finish(host.start(0.0), 1.0, status=503, latency=1.0, retry_after=1e9)
+    assert reaction.paused_until == 61.0
+    assert host.ready_at(1.0) == 61.0
+
+
+def test_a_pause_is_honoured_even_by_a_signal_not_acted_on() -> None:
+    host = make()
+    now = grow_to(host, 2)
+    a, b = host.start(now), host.start(now)
+    host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=1.0)
+    reaction = host.finish(b, now + 0.2, status=429, latency=0.1, retry_after=5.0)
+    assert reaction.decreased is False
+    assert reaction.paused_until == now + 5.2
+    assert host.ready_at(now + 0.2) == now + 5.2
+
+
+def test_a_shorter_retry_after_does_not_shorten_a_pause() -> None:
+    host = make()
+    now = grow_to(host, 2)
+    a, b = host.start(now), host.start(now)
+    host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=10.0)
+    host.finish(b, now + 0.2, status=429, latency=0.1, retry_after=1.0)
+    assert host.paused_until == now + 10.1
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan])
+def test_an_unusable_retry_after_is_no_pause(bad: float) -> None:
+    host = make()
+    reaction = host.finish(host.start(0.0), 0.1, status=429, latency=0.1, retry_after=bad)
+    assert reaction.paused_until is None
+    assert host.ready_at(0.1) < math.inf
+
+
+def test_a_pause_holds_requests_already_at_the_limit_too() -> None:
+    host = make()
+    now = grow_to(host, 3)
+    a, _b, _c = host.start(now), host.start(now), host.start(now)
+    host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=3.0)
+    assert host.ready_at(now + 0.1) == math.inf  # 2 in flight, limit now 1
+    assert host.in_flight == 2
+
+
+# -- rule 5: recovery ---------------------------------------------------------------
+
+
+def test_recovery_closes_the_gap_before_the_limit_grows() -> None:
+    host = make(delay_step=0.25, initial_backoff=1.0)
+    host.fail(host.start(0.0), 1.0, timeout=True)
+    assert host.delay == 1.0
+    now = 1.0
+    delays = [host.delay]
+    while host.delay > 0.0:
+        now = one_good(host, now)
+        assert host.concurrency == 1
+        assert host.delay < delays[-1]
+        delays.append(host.delay)
+    assert delays == [1.0, 0.75, 0.5, 0.25, 0.0]
+    now = one_good(host, now)
+    assert host.concurrency == 2
+
+
+def test_the_limit_grows_by_one_after_a_full_round_at_the_limit() -> None:
+    host = make(max_concurrency=8)
+    now = 0.0
+    assert host.concurrency == 1
+    now = one_good(host, now)
+    assert host.concurrency == 2
+    # A round at 2 takes two good responses.
+    a, b = host.start(now), host.start(now)
+    host.finish(a, now + FAST, status=200, latency=FAST)
+    assert host.concurrency == 2
+    host.finish(b, now + FAST, status=200, latency=FAST)
+    assert host.concurrency == 3
+
+
+def test_the_limit_grows_only_if_the_host_used_it() -> None:
+    # One request at a time at a limit of 4 proves nothing about 5.
+    host = make(max_concurrency=8)
+    now = grow_to(host, 4)
+    for _ in range(20):
+        now = one_good(host, now)
+    assert host.concurrency == 4
+
+
+def test_the_limit_stops_at_max() -> None:
+    host = make(max_concurrency=3)
+    now = 0.0
+    for _ in range(10):
+        now = good_round(host, now)
+    assert host.concurrency == 3
+
+
+def test_a_slow_good_response_does_not_count_for_growth() -> None:
+    host = make()
+    now = one_good(host, 0.0, latency=0.01)
+    assert host.concurrency == 2
+    a, b = host.start(now), host.start(now)
+    host.finish(a, now + 0.01, status=200, latency=0.01)
+    host.finish(b, now + 0.5, status=200, latency=0.5)  # a spike
+    assert host.concurrency == 1
+
+
+def test_neutral_outcomes_change_nothing() -> None:
+    host = make(min_delay=0.0, initial_backoff=2.0)
+    host.fail(host.start(0.0), 1.0, timeout=True)
+    state = host.state()
+    now = 3.0
+    for status in (404, 500, 403, 410, 502):
+        now = max(now, host.ready_at(now))
+        reaction = host.finish(host.start(now), now + 0.1, status=status, latency=0.1)
+        assert reaction.kind == "neutral"
+        assert reaction.decreased is False
+        now += 0.1
+    now = max(now, host.ready_at(now))
+    host.fail(host.start(now), now + 0.1, timeout=False)
+    assert host.delay == state["delay"]
+    assert host.concurrency == state["concurrency"]
+
+
+def test_responses_from_before_a_decrease_do_not_undo_it() -> None:
+    host = make(delay_step=0.5)
+    now = grow_to(host, 2)
+    a, b = host.start(now), host.start(now)
+    host.finish(a, now + 0.01, status=503, latency=0.01)
+    assert host.concurrency == 1
+    reaction = host.finish(b, now + 0.02, status=200, latency=0.01)
+    assert reaction.kind == "good"
+    assert host.concurrency == 1
+
+
+def test_near_the_pushback_gap_the_gap_closes_gently() -> None:
+    host = make(max_concurrency=1, margin=0.25, delay_step=0.1, probe_time=30.0)
+    now = 0.0
+    for _ in range(10):  # 4 requests/s accepted, then a 429
+        ticket = host.start(now)
+        now += 0.25
+        host.finish(ticket, now, status=200, latency=0.05)
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert host.delay == pytest.approx(0.3125)
+    # A normal step would close 0.1 s per response; near 0.25 s the gap shrinks by
+    # the margin in about 30 s (here 100 responses are slower: about 25 s).
+    start = now
+    while host.delay > 0.25:
+        now = one_good(host, now)
+    assert 20.0 < now - start < 40.0
+    # Below it the host takes more than it did: the probe no longer slows down with
+    # the gap (shrinking by a quarter per 30 s, halving would take 72 s).
+    start = now
+    while host.delay > 0.125:
+        now = one_good(host, now)
+    assert now - start < 50.0
+    while host.delay > 0.0:
+        now = one_good(host, now)
+    assert host.state()["pushback"] is None
+
+
+def test_a_gap_far_above_the_pushback_closes_by_the_step_down_to_the_margin() -> None:
+    # An overload at concurrency 1 doubles from a spacing of 0.5 s: back to 0.6 s by
+    # additive steps, then gently.
+    host = make(max_concurrency=1, margin=0.2, delay_step=0.1)
+    now = 0.0
+    for _ in range(6):
+        ticket = host.start(now)
+        now += 0.5
+        host.finish(ticket, now, status=200, latency=0.2)
+    host.finish(host.start(now), now + 0.1, status=503, latency=0.1)
+    assert host.delay == pytest.approx(1.0)
+    delays = []
+    for _ in range(4):
+        now = one_good(host, now)
+        delays.append(host.delay)
+    assert delays == pytest.approx([0.9, 0.8, 0.7, 0.6])
+    while host.delay > 0.6:  # rounding may leave a hair above 0.6
+        now = one_good(host, now)
+    one_good(host, now)
+    assert 0.59 < host.delay < 0.6
+
+
+def test_a_rate_limit_soon_after_the_last_one_doubles_the_gap() -> None:
+    # A bursty limiter accepts our own pace until its bucket is empty: refused again
+    # at the gap just set, the margin was not enough.
+    host = make(max_concurrency=1, margin=0.2)
+    now = 0.0
+    for _ in range(5):
+        ticket = host.start(now)
+        now += 0.1
+        host.finish(ticket, now, status=200, latency=0.1)
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert host.delay == pytest.approx(0.12)
+    now += 0.05
+    for _ in range(3):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        host.finish(ticket, now + 0.05, status=200, latency=0.05)
+    now = host.ready_at(now)
+    reaction = host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert reaction.decreased is True
+    assert host.delay == pytest.approx(0.25, rel=0.05)
+
+
+def test_after_a_rate_limit_the_limit_grows_while_it_holds_the_host_back() -> None:
+    # The gap keeps the host under its rate; a halved limit below the gap's pace
+    # would only waste the rate the host allows.
+    host = make(max_concurrency=8)
+    model = HealthyHost(0.05)
+    result = SimResult(duration=2.0)
+    drive(host, model, 0.0, 2.0, result)
+    assert host.concurrency == 8
+    ticket = host.start(2.0)
+    reaction = host.finish(ticket, 2.05, status=429, latency=0.05)
+    assert reaction.decreased is True
+    assert host.concurrency == 4
+    gap = host.delay
+    assert 0.0 < gap < 0.05 / 4  # 4 in flight at 0.05 s would allow less than the gap
+    drive(host, model, 2.05, 4.0, result)
+    assert host.concurrency > 4
+    assert host.delay > 0.0
+
+
+def test_the_limit_at_which_the_host_was_overloaded_is_tried_again_only_now_and_then() -> None:
+    host = make(max_concurrency=8, probe_time=30.0)
+    now = grow_to(host, 5)
+    tickets = [host.start(now) for _ in range(5)]
+    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.01, status=200, latency=0.01)
+    assert host.concurrency == 3
+    now = grow_to(host, 4, now + 0.01)
+    overloaded = now
+    for _ in range(100):
+        now = good_round(host, now)
+    assert host.concurrency == 4  # 5 was too many: not again within 30 s
+    now = good_round(host, overloaded + 30.0)
+    assert host.concurrency == 5
+    now = good_round(host, now)  # a full round at 5 went well: the host has changed
+    assert host.concurrency == 6
+    now = good_round(host, now)
+    assert host.concurrency == 7
+
+
+def test_a_latency_spike_does_not_mark_a_pushback() -> None:
+    # A host whose pages became slower must not close its gap gently for good.
+    host = make(max_concurrency=1, delay_step=0.25)
+    now = 0.0
+    for _ in range(5):
+        now = one_good(host, now, latency=0.05)
+    reaction = host.finish(host.start(now), now + 0.5, status=200, latency=0.5)
+    assert reaction.kind == "overload"
+    assert reaction.decreased is True
+    assert reaction.refused is False
+    assert host.delay == pytest.approx(0.1)
+    assert host.state()["pushback"] is None
+
+
+def test_only_a_throttle_status_asks_for_the_request_again() -> None:
+    host = make()
+    now = one_good(host, 0.0)
+    assert host.finish(host.start(now), now + 0.1, status=429, latency=0.1).refused is True
+    host = make()
+    assert host.finish(host.start(0.0), 0.1, status=503, latency=0.1).refused is True
+    host = make()
+    assert host.fail(host.start(0.0), 0.1, timeout=True).refused is False
+    host = make()
+    assert host.finish(host.start(0.0), 0.1, status=404, latency=0.1).refused is False
+
+
+# -- Crawl-delay ---------------------------------------------------------------------
+
+
+def test_crawl_delay_raises_the_floor() -> None:
+    host = make(min_delay=0.5, max_delay=60.0)
+    host.set_crawl_delay(3.0)
+    assert host.delay == 3.0
+    for _ in range(5):
+        one_good(host, 0.0)
+    now = 100.0
+    for _ in range(20):
+        now = one_good(host, now)
+    assert host.delay == 3.0
+
+
+def test_crawl_delay_above_max_delay_is_honoured() -> None:
+    host = make(max_delay=10.0)
+    host.set_crawl_delay(30.0)
+    assert host.delay == 30.0
+    ticket = host.start(0.0)
+    host.fail(ticket, 1.0, timeout=True)
+    assert host.delay == 30.0
+    assert host.ready_at(1.0) == 30.0
+
+
+def test_crawl_delay_below_min_delay_changes_nothing_and_can_be_cleared() -> None:
+    host = make(min_delay=2.0, max_delay=10.0)
+    host.set_crawl_delay(1.0)
+    assert host.delay == 2.0
+    host.set_crawl_delay(5.0)
+    assert host.delay == 5.0
+    host.set_crawl_delay(None)
+    now = 0.0
+    for _ in range(100):
+        now = one_good(host, now)
+    assert host.delay == 2.0
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_crawl_delay_rejects_unusable_values(bad: float) -> None:
+    with pytest.raises(ValueError, match="crawl"):
+        make().set_crawl_delay(bad)
+
+
+# -- releasing: once, and cancel -------------------------------------------------------
+
+
+def test_a_second_release_is_ignored() -> None:
+    host = make()
+    now = grow_to(host, 2)
+    ticket = host.start(now)
+    host.start(now)
+    assert host.in_flight == 2
+    host.finish(ticket, now + 0.1, status=200, latency=0.1)
+    assert host.in_flight == 1
+    for again in (
+        host.finish(ticket, now + 0.2, status=429, latency=0.1, retry_after=99.0),
+        host.fail(ticket, now + 0.2, timeout=True),
+    ):
+        assert again == Reaction(kind="neutral", decreased=False, paused_until=None)
+    host.cancel(ticket)
+    assert host.in_flight == 1
+    assert host.concurrency == 2
+    assert host.paused_until == -math.inf
+
+
+def test_cancel_releases_the_place_with_no_feedback() -> None:
+    host = make(initial_backoff=1.0)
+    host.fail(host.start(0.0), 1.0, timeout=True)
+    before = host.state()
+    ticket = host.start(host.ready_at(1.0))
+    assert host.ready_at(2.0) == math.inf
+    host.cancel(ticket)
+    assert host.in_flight == 0
+    assert host.ready_at(2.0) <= 2.0 + 1.0
+    after = host.state()
+    assert after == before
+
+
+def test_cancel_does_not_count_as_a_round() -> None:
+    host = make()
+    for _ in range(10):
+        host.cancel(host.start(0.0))
+    assert host.concurrency == 1
+    assert host.in_flight == 0
+
+
+def test_a_ticket_from_another_host_is_ignored() -> None:
+    a, b = make(), make()
+    ticket = a.start(0.0)
+    b.start(0.0)
+    assert b.finish(ticket, 0.1, status=200, latency=0.1).kind == "neutral"
+    assert b.in_flight == 1
+    b.cancel(ticket)
+    assert b.in_flight == 1
+    assert a.in_flight == 1
+
+
+# -- state for a resumed crawl ---------------------------------------------------------
+
+
+def test_state_round_trips_through_json() -> None:
+    cfg = ControllerConfig(max_concurrency=8)
+    host = HostController(cfg)
+    now = grow_to(host, 4)
+    host.set_crawl_delay(0.5)
+    host.finish(host.start(now + 1), now + 1.1, status=429, latency=0.1, retry_after=30.0)
+    state = json.loads(json.dumps(host.state()))
+    resumed = HostController.from_state(cfg, state)
+    assert resumed.delay == host.delay
+    assert resumed.concurrency == host.concurrency
+    assert resumed.best_latency == host.best_latency
+    assert resumed.paused_until == host.paused_until
+    assert resumed.in_flight == 0
+    assert resumed.ready_at(now + 2) == host.paused_until
+    assert resumed.state() == host.state()
+
+
+def test_from_state_clamps_to_a_changed_config() -> None:
+    host = make(max_concurrency=8, max_delay=60.0)
+    now = grow_to(host, 6)
+    host.fail(host.start(now), now + 1, timeout=True)
+    state = host.state()
+    state["delay"] = 50.0
+    resumed = HostController.from_state(ControllerConfig(max_concurrency=2, max_delay=10.0), state)
+    assert resumed.concurrency == 2
+    assert resumed.delay == 10.0
+    fixed = HostController.from_state(ControllerConfig(adaptive=False, max_concurrency=5), state)
+    assert fixed.concurrency == 5
+
+
+def test_from_state_of_a_fresh_host_is_a_fresh_host() -> None:
+    cfg = ControllerConfig()
+    assert HostController.from_state(cfg, HostController(cfg).state()).state() == (
+        HostController(cfg).state()
+    )
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"delay": "fast"},
+        {"concurrency": 0},
+        {"delay": -1.0},
+        {"paused_until": math.nan},
+        "not a dict",
+    ],
+)
+def test_from_state_rejects_a_damaged_state(state: object) -> None:
+    full = HostController(ControllerConfig()).state()
+    if isinstance(state, dict):
+        full.update(state)
+        bad: object = full
+    else:
+        bad = state
+    with pytest.raises(ValueError, match="state"):
+        HostController.from_state(ControllerConfig(), bad)  # type: ignore[arg-type]
+
+
+# -- the module stays pure -------------------------------------------------------------
+
+
+def test_controller_imports_no_scrapy() -> None:
+    code = (
+        "import sys\n"
+        "import scrapy_aimd.controller, scrapy_aimd.retry_after, scrapy_aimd.settings\n"
+        "assert not any(m == 'scrapy' or m.startswith('scrapy.') for m in sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- simulations: the controller against model hosts -------------------------------------
+#
+# Each model host answers a request that starts at a time with (status, latency,
+# retry_after). The driver has an endless backlog for the host: it starts a request
+# whenever the controller allows one, as the scheduler does, and feeds every
+# answer back. ``python tests/test_controller.py`` prints the figures.
+
+
+class ModelHost(Protocol):
+    def answer(self, now: float) -> tuple[int, float, float | None]: ...
+
+
+@dataclasses.dataclass
+class TokenBucket:
+    """A rate limiter: ``rate`` requests/s, bursts up to ``burst``; when empty, 429
+    with Retry-After: 1 (or what ``status`` and ``retry_after`` say: nginx's
+    limit_req answers 503 without one)."""
+
+    rate: float
+    burst: float
+    latency: float
+    status: int = 429
+    retry_after: float | None = 1.0
+    new_rate: float | None = None
+    """From 300 s on, the limiter allows this rate instead (a limit changed by its owner)."""
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(1))
+    tokens: float = -1.0
+    last: float = 0.0
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if self.tokens < 0:
+            self.tokens = self.burst
+        if self.new_rate is not None and now >= 300.0:
+            self.rate = self.new_rate
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 200, self.latency * self.jitter.uniform(0.8, 1.2), None
+        return self.status, self.latency * 0.2, self.retry_after
+
+
+@dataclasses.dataclass
+class CapacityHost:
+    """A server with ``capacity`` workers: 503 (no Retry-After) above that many at once."""
+
+    capacity: int
+    latency: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(2))
+    busy_until: list[float] = dataclasses.field(default_factory=list)
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        self.busy_until = [t for t in self.busy_until if t > now]
+        if len(self.busy_until) >= self.capacity:
+            return 503, self.latency * 0.1, None
+        latency = self.latency * self.jitter.uniform(0.8, 1.2)
+        self.busy_until.append(now + latency)
+        return 200, latency, None
+
+
+@dataclasses.dataclass
+class QueueHost:
+    """A server with ``workers`` that queues what it cannot serve at once: its latency
+    grows with the load, and more than ``workers`` in flight only lengthens the queue."""
+
+    workers: int
+    service: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(4))
+    free_at: list[float] = dataclasses.field(default_factory=list)
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if not self.free_at:
+            self.free_at = [0.0] * self.workers
+        begin = max(now, heapq.heappop(self.free_at))
+        end = begin + self.service * self.jitter.uniform(0.8, 1.2)
+        heapq.heappush(self.free_at, end)
+        return 200, end - now, None
+
+
+@dataclasses.dataclass
+class ShiftHost:
+    """A healthy host whose normal latency changes once (cached pages, then dynamic ones)."""
+
+    before: float
+    after: float
+    at: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(5))
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        latency = self.before if now < self.at else self.after
+        return 200, latency * self.jitter.uniform(0.8, 1.2), None
+
+
+@dataclasses.dataclass
+class HealthyHost:
+    latency: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(3))
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        return 200, self.latency * self.jitter.uniform(0.8, 1.2), None
+
+
+@dataclasses.dataclass
+class SimResult:
+    duration: float
+    ok: int = 0
+    throttled: int = 0
+    pauses: int = 0
+    ok_second_half: int = 0
+    latency_sum: float = 0.0
+    concurrency_seconds: float = 0.0
+    final: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.ok / self.duration
+
+    @property
+    def rate_second_half(self) -> float:
+        """The rate once the host has settled (or after a change half way through)."""
+        return self.ok_second_half / (self.duration / 2)
+
+    @property
+    def mean_latency(self) -> float:
+        return self.latency_sum / max(1, self.ok)
+
+    @property
+    def throttled_fraction(self) -> float:
+        return self.throttled / max(1, self.ok + self.throttled)
+
+    @property
+    def mean_concurrency(self) -> float:
+        return self.concurrency_seconds / self.duration
+
+
+def simulate(cfg: ControllerConfig, model: ModelHost, duration: float) -> SimResult:
+    """Drive one controller against one model host on a fake clock."""
+    host = HostController(cfg)
+    result = SimResult(duration=duration)
+    drive(host, model, 0.0, duration, result)
+    result.final = repr(host)
+    return result
+
+
+def drive(
+    host: HostController, model: ModelHost, start: float, end: float, result: SimResult
+) -> None:
+    """Start a request whenever the host allows one, as the scheduler does, from
+    ``start`` to ``end``; requests still in flight at the end are cancelled."""
+    events: list[tuple[float, int, Ticket, int, float, float | None]] = []
+    now = last = start
+    while now < end:
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            status, latency, retry_after = model.answer(now)
+            event = (now + latency, ticket.serial, ticket, status, latency, retry_after)
+            heapq.heappush(events, event)
+        next_event = events[0][0] if events else math.inf
+        next_time = min(host.ready_at(now), next_event, end)
+        result.concurrency_seconds += host.concurrency * (next_time - last)
+        now = last = next_time
+        while events and events[0][0] <= now:
+            _, _, ticket, status, latency, retry_after = heapq.heappop(events)
+            reaction = host.finish(
+                ticket, now, status=status, latency=latency, retry_after=retry_after
+            )
+            if reaction.refused:
+                result.throttled += 1
+            else:
+                result.ok += 1
+                result.latency_sum += latency
+                result.ok_second_half += now >= start + (end - start) / 2
+            if reaction.decreased and reaction.paused_until is not None:
+                result.pauses += 1
+    for _, _, ticket, *_ in events:
+        host.cancel(ticket)
+
+
+class Scenario(NamedTuple):
+    model: Callable[[], ModelHost]
+    best: float
+    """The best rate the host allows, in requests/s (after the change, if it changes)."""
+    min_rate: float
+    """The least share of ``best`` the controller must reach."""
+    max_refused: float = 0.05
+    """The largest share of requests the host may refuse (429 or 503)."""
+    settled: bool = False
+    """Judge the second half only: the host changes half way through."""
+
+
+# Latencies are the host's normal fetch time (jittered by +-20 %); the crawl has an
+# endless backlog for the host and the defaults of ControllerConfig.
+SCENARIOS: dict[str, Scenario] = {
+    # Rate limiters answering 429 with Retry-After: 1 when their bucket is empty.
+    "bucket 1/s burst 1, 0.2 s": Scenario(lambda: TokenBucket(1, 1, 0.2), 1.0, 0.8),
+    "bucket 2/s burst 10, 0.5 s": Scenario(lambda: TokenBucket(2, 10, 0.5), 2.0, 0.8),
+    "bucket 5/s burst 5, 0.05 s": Scenario(lambda: TokenBucket(5, 5, 0.05), 5.0, 0.8),
+    "bucket 5/s burst 1, 0.05 s": Scenario(lambda: TokenBucket(5, 1, 0.05), 5.0, 0.8),
+    "bucket 20/s burst 20, 0.2 s": Scenario(lambda: TokenBucket(20, 20, 0.2), 20.0, 0.8),
+    "bucket 50/s burst 50, 0.1 s": Scenario(lambda: TokenBucket(50, 50, 0.1), 50.0, 0.8),
+    "bucket 50/s burst 1, 0.1 s": Scenario(lambda: TokenBucket(50, 1, 0.1), 50.0, 0.75),
+    # ... whose owner changes the limit at 300 s.
+    "bucket 2/s then 10/s, 0.05 s": Scenario(
+        lambda: TokenBucket(2, 2, 0.05, new_rate=10), 10.0, 0.6, settled=True
+    ),
+    "bucket 10/s then 2/s, 0.05 s": Scenario(
+        lambda: TokenBucket(10, 10, 0.05, new_rate=2), 2.0, 0.8, settled=True
+    ),
+    # nginx limit_req: a strict limiter answering 503 without Retry-After (overload).
+    "limit_req 2/s 503, 0.1 s": Scenario(lambda: TokenBucket(2, 1, 0.1, 503, None), 2.0, 0.8),
+    "limit_req 10/s 503, 0.05 s": Scenario(lambda: TokenBucket(10, 1, 0.05, 503, None), 10.0, 0.8),
+    # Servers with C workers that answer 503 above C requests at once.
+    "capacity 4, 0.2 s": Scenario(lambda: CapacityHost(4, 0.2), 4 / 0.2, 0.9),
+    "capacity 2, 1 s": Scenario(lambda: CapacityHost(2, 1.0), 2 / 1.0, 0.9),
+    # A server that queues: more than 2 in flight only adds latency.
+    "queue 2 workers, 0.2 s": Scenario(lambda: QueueHost(2, 0.2), 2 / 0.2, 0.9),
+    # Pages that become slower at 300 s: a new normal, not an overload.
+    "latency 0.05 s then 0.5 s": Scenario(
+        lambda: ShiftHost(0.05, 0.5, 300.0), 8 / 0.5, 0.7, settled=True
+    ),
+    "healthy, 0.1 s": Scenario(lambda: HealthyHost(0.1), 8 / 0.1, 0.95),
+}
+
+
+def run_scenario(name: str, duration: float = 600.0, **overrides: Any) -> SimResult:
+    return simulate(ControllerConfig(**overrides), SCENARIOS[name].model(), duration)
+
+
+def achieved(scenario: Scenario, result: SimResult) -> float:
+    """The share of the host's best rate that the controller reached."""
+    rate = result.rate_second_half if scenario.settled else result.rate
+    return rate / scenario.best
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_simulated_host(name: str) -> None:
+    scenario = SCENARIOS[name]
+    result = run_scenario(name)
+    assert achieved(scenario, result) >= scenario.min_rate, result
+    assert result.throttled_fraction < scenario.max_refused, result
+
+
+def test_a_capacity_host_converges_to_its_capacity() -> None:
+    for capacity, latency in ((4, 0.2), (2, 1.0)):
+        result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
+        assert abs(result.mean_concurrency - capacity) < 0.25, result
+
+
+def test_a_healthy_host_earns_its_limit_within_seconds() -> None:
+    result = simulate(ControllerConfig(max_concurrency=8), HealthyHost(0.1), 3.0)
+    assert "concurrency=8" in result.final
+    assert result.throttled == 0
+
+
+def test_a_queueing_host_is_not_pushed_into_its_queue() -> None:
+    result = simulate(ControllerConfig(), QueueHost(2, 0.2), 600.0)
+    assert result.mean_latency < 0.2 * 1.5, result
+
+
+SWEEP: dict[str, tuple[float, ...]] = {
+    "delay_step": (0.1, 0.25, 0.5, 1.0),
+    "margin": (0.1, 0.2, 0.3, 0.5),
+    "probe_time": (10.0, 20.0, 30.0, 60.0),
+    "probe_requests": (25, 50, 100, 200),
+    "latency_window": (5.0, 10.0, 30.0, 60.0),
+    "pace_window": (0.5, 1.0, 2.0, 5.0),
+    "pace_samples": (5, 10, 20, 40),
+    "initial_backoff": (0.5, 1.0, 2.0),
+}
+
+
+def main(argv: list[str]) -> None:
+    """Print the figures behind the defaults of ControllerConfig; with --sweep, how
+    each default compares with its neighbours (the other fields at their defaults)."""
+    if "--sweep" in argv:
+        sweep()
+        return
+    print(
+        f"{'host (600 s simulated)':30} {'rate/best':>9} {'settled':>8} {'refused':>8}"
+        f" {'pauses':>6} {'mean c':>6} {'latency':>7}"
+    )
+    for name, scenario in SCENARIOS.items():
+        r = run_scenario(name)
+        whole = "" if scenario.settled else f"{r.rate / scenario.best:.3f}"
+        print(
+            f"{name:30} {whole:>9} {r.rate_second_half / scenario.best:8.3f}"
+            f" {r.throttled_fraction:8.2%} {r.pauses:6d} {r.mean_concurrency:6.2f}"
+            f" {r.mean_latency:7.3f}"
+        )
+
+
+def sweep() -> None:
+    print(f"{'field':16} {'value':>6} {'mean share':>10} {'worst share':>11} {'max refused':>11}")
+    for field, values in SWEEP.items():
+        for value in values:
+            shares, refused = [], []
+            for name, scenario in SCENARIOS.items():
+                result = run_scenario(name, **{field: value})
+                shares.append((achieved(scenario, result), name))
+                refused.append(result.throttled_fraction)
+            worst = min(shares)
+            print(
+                f"{field:16} {value:6g} {sum(v for v, _ in shares) / len(shares):10.3f}"
+                f" {worst[0]:11.3f} {max(refused):11.2%}   worst: {worst[1]}"
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv)

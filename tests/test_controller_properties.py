@@ -1,0 +1,228 @@
+"""Invariants of the controller under random sequences of events, on a fake clock."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from scrapy_aimd.controller import ControllerConfig, HostController, HostNotReady, Ticket
+
+configs = st.builds(
+    lambda min_delay, spread, max_concurrency, adaptive, codes: ControllerConfig(
+        min_delay=min_delay,
+        max_delay=min_delay + spread,
+        max_concurrency=max_concurrency,
+        adaptive=adaptive,
+        throttle_codes=codes,
+        max_retry_after=120.0,
+    ),
+    min_delay=st.sampled_from([0.0, 0.0, 0.1, 1.0, 5.0]),
+    spread=st.sampled_from([0.0, 1.0, 10.0, 60.0]),
+    max_concurrency=st.integers(min_value=1, max_value=8),
+    adaptive=st.booleans(),
+    codes=st.sampled_from([frozenset({429, 503}), frozenset({429}), frozenset()]),
+)
+statuses = st.sampled_from([200, 200, 200, 204, 301, 304, 404, 500, 429, 503])
+latencies = st.one_of(st.none(), st.floats(min_value=0.0, max_value=30.0))
+retry_afters = st.one_of(
+    st.none(), st.floats(min_value=0.0, max_value=1e6), st.sampled_from([-1.0, math.nan])
+)
+
+
+class ControllerMachine(RuleBasedStateMachine):
+    """Drives one controller the way a scheduler may, including its mistakes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1000.0
+        self.live: list[Ticket] = []
+        self.released: list[Ticket] = []
+        self.started = 0
+        self.released_count = 0
+        self.robots_delay = 0.0
+
+    @initialize(cfg=configs)
+    def make(self, cfg: ControllerConfig) -> None:
+        self.cfg = cfg
+        self.host = HostController(cfg)
+
+    @rule(dt=st.floats(min_value=0.0, max_value=120.0))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    @rule()
+    def advance_to_ready(self) -> None:
+        ready = self.host.ready_at(self.now)
+        if math.isfinite(ready):
+            self.now = max(self.now, ready)
+
+    @rule()
+    def start(self) -> None:
+        ready = self.host.ready_at(self.now)
+        if ready > self.now:
+            with pytest.raises(HostNotReady):
+                self.host.start(self.now)
+            return
+        ticket = self.host.start(self.now)
+        assert ticket.started >= self.host.paused_until
+        self.live.append(ticket)
+        self.started += 1
+        # Starts never exceed the limit.
+        assert self.host.in_flight <= self.host.concurrency
+
+    @precondition(lambda self: self.live)
+    @rule(
+        which=st.integers(min_value=0),
+        status=statuses,
+        latency=latencies,
+        retry_after=retry_afters,
+        dt=st.floats(min_value=0.0, max_value=30.0),
+    )
+    def finish(
+        self, which: int, status: int, latency: float | None, retry_after: float | None, dt: float
+    ) -> None:
+        self.now += dt
+        ticket = self.live.pop(which % len(self.live))
+        reaction = self.host.finish(
+            ticket, self.now, status=status, latency=latency, retry_after=retry_after
+        )
+        self._released(ticket)
+        if reaction.paused_until is not None:
+            assert reaction.paused_until <= self.now + self.cfg.max_retry_after
+            assert self.host.paused_until >= reaction.paused_until
+        if reaction.kind in ("good", "neutral"):
+            assert reaction.decreased is False
+
+    @precondition(lambda self: self.live)
+    @rule(which=st.integers(min_value=0), timeout=st.booleans())
+    def fail(self, which: int, timeout: bool) -> None:
+        ticket = self.live.pop(which % len(self.live))
+        reaction = self.host.fail(ticket, self.now, timeout=timeout)
+        self._released(ticket)
+        assert reaction.refused is False
+
+    @precondition(lambda self: self.live)
+    @rule(which=st.integers(min_value=0))
+    def cancel(self, which: int) -> None:
+        ticket = self.live.pop(which % len(self.live))
+        before = self.host.state()
+        self.host.cancel(ticket)
+        self._released(ticket)
+        assert self.host.state() == before  # no feedback at all
+
+    @precondition(lambda self: self.released)
+    @rule(which=st.integers(min_value=0), how=st.sampled_from(["finish", "fail", "cancel"]))
+    def release_again(self, which: int, how: str) -> None:
+        ticket = self.released[which % len(self.released)]
+        before = self.host.state()
+        in_flight = self.host.in_flight
+        if how == "finish":
+            reaction = self.host.finish(ticket, self.now, status=429, retry_after=60.0)
+            assert reaction.kind == "neutral"
+        elif how == "fail":
+            assert self.host.fail(ticket, self.now, timeout=True).kind == "neutral"
+        else:
+            self.host.cancel(ticket)
+        assert self.host.in_flight == in_flight
+        assert self.host.state() == before
+
+    @rule(seconds=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 2.0, 30.0, 600.0])))
+    def crawl_delay(self, seconds: float | None) -> None:
+        self.host.set_crawl_delay(seconds)
+        self.robots_delay = seconds or 0.0
+
+    @rule()
+    def resume(self) -> None:
+        """A crawl resumed from disk: requests in flight are lost with the process."""
+        state = self.host.state()
+        self.host = HostController.from_state(self.cfg, state)
+        assert self.host.delay == state["delay"]
+        assert self.host.concurrency == state["concurrency"]
+        self.released.extend(self.live)
+        self.released_count += len(self.live)
+        self.live = []
+
+    def _released(self, ticket: Ticket) -> None:
+        self.released.append(ticket)
+        self.released_count += 1
+
+    @invariant()
+    def gap_within_floor_and_max(self) -> None:
+        if not hasattr(self, "host"):
+            return
+        floor = max(self.cfg.min_delay, self.robots_delay)
+        assert self.host.floor == floor
+        assert floor <= self.host.delay <= max(floor, self.cfg.max_delay)
+
+    @invariant()
+    def concurrency_within_one_and_max(self) -> None:
+        if not hasattr(self, "host"):
+            return
+        assert 1 <= self.host.concurrency <= self.cfg.max_concurrency
+        if not self.cfg.adaptive:
+            assert self.host.concurrency == self.cfg.max_concurrency
+
+    @invariant()
+    def in_flight_is_started_minus_released(self) -> None:
+        if not hasattr(self, "host"):
+            return
+        assert self.host.in_flight >= 0
+        assert self.host.in_flight == self.started - self.released_count
+
+    @invariant()
+    def never_ready_before_a_pause_ends(self) -> None:
+        if not hasattr(self, "host"):
+            return
+        ready = self.host.ready_at(self.now)
+        paused = self.host.paused_until
+        if paused > self.now:
+            assert ready >= paused
+        if self.host.in_flight >= self.host.concurrency:
+            assert ready == math.inf
+
+
+TestControllerMachine = ControllerMachine.TestCase
+TestControllerMachine.settings = settings(
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    cfg=configs,
+    gaps=st.lists(st.floats(min_value=0.0, max_value=5.0), min_size=1, max_size=60),
+    status=statuses,
+)
+def test_a_steady_backlog_never_starts_early(
+    cfg: ControllerConfig, gaps: list[float], status: int
+) -> None:
+    """Whatever the answers, two starts are never closer than the gap in force."""
+    host = HostController(cfg)
+    now = 0.0
+    last_start: float | None = None
+    tickets: list[Ticket] = []
+    for extra in gaps:
+        ready = host.ready_at(now)
+        if ready == math.inf:
+            ticket = tickets.pop(0)
+            now += extra
+            host.finish(ticket, now, status=status, latency=extra, retry_after=1.0)
+            continue
+        now = max(now, ready)
+        if last_start is not None:
+            assert now - last_start >= host.delay - 1e-9
+        tickets.append(host.start(now))
+        last_start = now

@@ -1,0 +1,278 @@
+"""Reading the controller settings: defaults, strings from ``-s``, errors, AIMD_HOSTS."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from scrapy_aimd.controller import ControllerConfig
+from scrapy_aimd.settings import (
+    CONTROLLER_SETTINGS,
+    AimdSettingsError,
+    HostConfigs,
+    controller_configs,
+)
+
+
+def configs(**settings: Any) -> HostConfigs:
+    return controller_configs(settings)
+
+
+def test_defaults() -> None:
+    cfg = configs().default
+    assert cfg == ControllerConfig(min_delay=0.0, max_concurrency=8)
+    assert cfg.max_delay == 60.0
+    assert cfg.adaptive is True
+    assert cfg.fast_latency == 0.25
+    assert cfg.latency_factor == 2.0
+    assert cfg.throttle_codes == frozenset({429, 503})
+    assert cfg.max_retry_after == 3600.0
+
+
+def test_min_delay_and_max_concurrency_default_to_scrapys_settings() -> None:
+    cfg = configs(DOWNLOAD_DELAY=1.5, CONCURRENT_REQUESTS_PER_DOMAIN=4).default
+    assert cfg.min_delay == 1.5
+    assert cfg.max_concurrency == 4
+    cfg = configs(
+        DOWNLOAD_DELAY=1.5,
+        CONCURRENT_REQUESTS_PER_DOMAIN=4,
+        AIMD_MIN_DELAY=0.25,
+        AIMD_MAX_CONCURRENCY=16,
+    ).default
+    assert cfg.min_delay == 0.25
+    assert cfg.max_concurrency == 16
+
+
+def test_every_setting_reaches_its_field() -> None:
+    values: dict[str, Any] = {
+        "AIMD_MIN_DELAY": 0.5,
+        "AIMD_MAX_DELAY": 30.0,
+        "AIMD_MAX_CONCURRENCY": 3,
+        "AIMD_ADAPTIVE_CONCURRENCY": False,
+        "AIMD_FAST_LATENCY": 0.5,
+        "AIMD_LATENCY_FACTOR": 3.0,
+        "AIMD_THROTTLE_CODES": [429],
+        "AIMD_MAX_RETRY_AFTER": 600.0,
+        "AIMD_DELAY_STEP": 0.5,
+        "AIMD_MARGIN": 0.3,
+        "AIMD_PROBE_TIME": 60.0,
+        "AIMD_PROBE_REQUESTS": 50,
+        "AIMD_INITIAL_BACKOFF": 2.0,
+        "AIMD_LATENCY_WINDOW": 20.0,
+        "AIMD_PACE_WINDOW": 2.0,
+        "AIMD_PACE_SAMPLES": 10,
+    }
+    cfg = controller_configs(values).default
+    assert cfg == ControllerConfig(
+        min_delay=0.5,
+        max_delay=30.0,
+        max_concurrency=3,
+        adaptive=False,
+        fast_latency=0.5,
+        latency_factor=3.0,
+        throttle_codes=frozenset({429}),
+        max_retry_after=600.0,
+        delay_step=0.5,
+        margin=0.3,
+        probe_time=60.0,
+        probe_requests=50,
+        initial_backoff=2.0,
+        latency_window=20.0,
+        pace_window=2.0,
+        pace_samples=10,
+    )
+    # Every field of the config has a setting, and every setting is listed.
+    assert set(values) | {"AIMD_HOSTS"} == set(CONTROLLER_SETTINGS)
+    assert len(values) == len(dataclasses.fields(ControllerConfig))
+
+
+def test_strings_from_the_command_line() -> None:
+    cfg = configs(
+        AIMD_MIN_DELAY="0.5",
+        AIMD_MAX_DELAY="10",
+        AIMD_MAX_CONCURRENCY="4",
+        AIMD_ADAPTIVE_CONCURRENCY="false",
+        AIMD_THROTTLE_CODES="429, 503,502",
+        AIMD_PROBE_REQUESTS="20",
+        AIMD_HOSTS='{"example.com": {"max_concurrency": "2", "min_delay": "1.5"}}',
+    )
+    assert cfg.default.min_delay == 0.5
+    assert cfg.default.max_delay == 10.0
+    assert cfg.default.max_concurrency == 4
+    assert cfg.default.adaptive is False
+    assert cfg.default.throttle_codes == frozenset({429, 502, 503})
+    assert cfg.default.probe_requests == 20
+    assert cfg.for_host("example.com").max_concurrency == 2
+    assert cfg.for_host("example.com").min_delay == 1.5
+
+
+@pytest.mark.parametrize(
+    ("value", "codes"),
+    [
+        ([429, 503], {429, 503}),
+        ((429,), {429}),
+        ({503}, {503}),
+        ("429", {429}),
+        ("[429, 503]", {429, 503}),
+        ("429 503", {429, 503}),
+        (["429", "503"], {429, 503}),
+        ([], set()),
+        ("", set()),
+    ],
+)
+def test_throttle_codes_forms(value: Any, codes: set[int]) -> None:
+    assert configs(AIMD_THROTTLE_CODES=value).default.throttle_codes == frozenset(codes)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AIMD_MIN_DELAY", -1),
+        ("AIMD_MIN_DELAY", "fast"),
+        ("AIMD_MIN_DELAY", math.nan),
+        ("AIMD_MAX_DELAY", -0.5),
+        ("AIMD_MAX_DELAY", math.inf),
+        ("AIMD_MAX_CONCURRENCY", 0),
+        ("AIMD_MAX_CONCURRENCY", 2.5),
+        ("AIMD_MAX_CONCURRENCY", "many"),
+        ("AIMD_ADAPTIVE_CONCURRENCY", "maybe"),
+        ("AIMD_FAST_LATENCY", -0.1),
+        ("AIMD_LATENCY_FACTOR", 0.5),
+        ("AIMD_THROTTLE_CODES", [42]),
+        ("AIMD_THROTTLE_CODES", "429,abc"),
+        ("AIMD_THROTTLE_CODES", [True]),
+        ("AIMD_THROTTLE_CODES", 429),
+        ("AIMD_MAX_RETRY_AFTER", -1),
+        ("AIMD_DELAY_STEP", 0),
+        ("AIMD_MARGIN", 0),
+        ("AIMD_PROBE_TIME", 0),
+        ("AIMD_PROBE_REQUESTS", 0),
+        ("AIMD_INITIAL_BACKOFF", 0),
+        ("AIMD_LATENCY_WINDOW", 0),
+        ("AIMD_PACE_WINDOW", 0),
+        ("AIMD_PACE_SAMPLES", 2),
+        ("AIMD_HOSTS", "not json"),
+        ("AIMD_HOSTS", "[1, 2]"),
+        ("AIMD_HOSTS", {"": {"min_delay": 1}}),
+        ("AIMD_HOSTS", {"http://example.com": {"min_delay": 1}}),
+        ("DOWNLOAD_DELAY", -1),
+        ("CONCURRENT_REQUESTS_PER_DOMAIN", 0),
+    ],
+)
+def test_an_invalid_value_names_the_setting_and_the_value(name: str, value: Any) -> None:
+    with pytest.raises(AimdSettingsError) as info:
+        controller_configs({name: value})
+    message = str(info.value)
+    assert name in message
+    assert repr(value) in message or str(value) in message
+
+
+def test_min_delay_above_max_delay_is_an_error() -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_MIN_DELAY.*AIMD_MAX_DELAY"):
+        configs(AIMD_MIN_DELAY=10, AIMD_MAX_DELAY=5)
+    with pytest.raises(AimdSettingsError, match="AIMD_MIN_DELAY"):
+        configs(DOWNLOAD_DELAY=100)
+
+
+def test_aimd_hosts_needs_a_dict_per_host() -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_HOSTS\['example\.com'\]=2"):
+        configs(AIMD_HOSTS={"example.com": 2})
+
+
+def test_a_host_given_twice_in_aimd_hosts_is_an_error() -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_HOSTS.*twice"):
+        configs(AIMD_HOSTS={"example.com": {}, "EXAMPLE.com.": {"min_delay": 1}})
+
+
+def test_an_unknown_key_in_aimd_hosts_is_an_error() -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_HOSTS.*example\.com.*max_conc") as info:
+        configs(AIMD_HOSTS={"example.com": {"max_conc": 2}})
+    assert "max_concurrency" in str(info.value)  # the message lists the valid keys
+
+
+def test_an_invalid_value_in_aimd_hosts_names_the_host_and_the_key() -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_HOSTS\['example\.com'\]\.min_delay"):
+        configs(AIMD_HOSTS={"example.com": {"min_delay": -1}})
+    with pytest.raises(AimdSettingsError, match=r"AIMD_HOSTS\['example\.com'\]\.min_delay"):
+        configs(AIMD_HOSTS={"example.com": {"min_delay": 90}})  # above max_delay 60
+
+
+def test_a_host_override_applies_to_the_host_and_its_subdomains() -> None:
+    cfg = configs(
+        AIMD_MAX_CONCURRENCY=8,
+        AIMD_HOSTS={
+            "example.com": {"max_concurrency": 2, "min_delay": 0.5},
+            "api.example.com": {"max_concurrency": 1},
+            "localhost:8080": {"min_delay": 3},
+        },
+    )
+    assert cfg.for_host("example.com").max_concurrency == 2
+    assert cfg.for_host("example.com").min_delay == 0.5
+    assert cfg.for_host("www.example.com").max_concurrency == 2
+    assert cfg.for_host("example.com:8443").max_concurrency == 2
+    # The longest match wins, and overrides start from the defaults, not each other.
+    assert cfg.for_host("api.example.com").max_concurrency == 1
+    assert cfg.for_host("v2.api.example.com").max_concurrency == 1
+    assert cfg.for_host("api.example.com").min_delay == 0.0
+    # Not a subdomain: a suffix of the name only.
+    assert cfg.for_host("notexample.com") is cfg.default
+    assert cfg.for_host("example.com.evil.net") is cfg.default
+    # A port in the key applies to that port only.
+    assert cfg.for_host("localhost:8080").min_delay == 3.0
+    assert cfg.for_host("localhost") is cfg.default
+    assert cfg.for_host("localhost:9090") is cfg.default
+    assert cfg.for_host("") is cfg.default
+    # Other fields keep the defaults.
+    assert cfg.for_host("example.com").max_delay == cfg.default.max_delay
+
+
+def test_host_keys_are_normalised() -> None:
+    cfg = configs(
+        AIMD_HOSTS={
+            "Example.COM.": {"max_concurrency": 2},
+            "bücher.example": {"max_concurrency": 3},
+            "[::1]:8080": {"max_concurrency": 4},
+            "secure.example:443": {"max_concurrency": 5},
+        }
+    )
+    assert cfg.for_host("secure.example").max_concurrency == 5
+    assert cfg.for_host("example.com").max_concurrency == 2
+    assert cfg.for_host("xn--bcher-kva.example").max_concurrency == 3
+    assert cfg.for_host("[::1]:8080").max_concurrency == 4
+    assert cfg.for_host("[::1]") is cfg.default
+
+
+def test_the_result_is_cached_per_host() -> None:
+    cfg = configs(AIMD_HOSTS={"example.com": {"max_concurrency": 2}})
+    first = cfg.for_host("www.example.com")
+    assert cfg.for_host("www.example.com") is first
+    plain = configs()
+    assert plain.for_host("anything.org") is plain.default
+
+
+def test_an_override_may_set_every_field() -> None:
+    every = {
+        f.name: getattr(ControllerConfig(), f.name) for f in dataclasses.fields(ControllerConfig)
+    }
+    every["throttle_codes"] = [429]
+    cfg = configs(AIMD_HOSTS=json.dumps({"example.com": every}))
+    assert cfg.for_host("example.com").throttle_codes == frozenset({429})
+
+
+def test_scrapy_settings_work_too() -> None:
+    code = (
+        "from scrapy.settings import Settings\n"
+        "from scrapy_aimd.settings import controller_configs\n"
+        "s = Settings({'AIMD_MIN_DELAY': '0.5', 'AIMD_HOSTS': {'a.com': {'max_delay': 5}}})\n"
+        "c = controller_configs(s)\n"
+        "assert c.default.min_delay == 0.5, c.default\n"
+        "assert c.default.max_concurrency == 8, c.default\n"
+        "assert c.for_host('a.com').max_delay == 5.0\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
