@@ -6,12 +6,18 @@ import heapq
 import json
 import math
 import random
+import re
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
+from scrapy_aimd.report.__main__ import main
 from scrapy_aimd.report.draw import (
     bin_seconds,
     downsample_steps,
@@ -24,17 +30,7 @@ from scrapy_aimd.report.draw import (
     rebin,
     time_ticks,
 )
-from scrapy_aimd.report.series import (
-    Pause,
-    Throttle,
-    iter_steps,
-    order_hosts,
-    read_crawl,
-    read_events,
-)
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from scrapy_aimd.report.series import Crawl, HostSeries, Pause, Throttle, iter_steps, order_hosts
 
 # -- a synthetic crawl ------------------------------------------------------------------
 
@@ -554,3 +550,201 @@ def test_nearby_throttles_share_a_mark() -> None:
     ]
     assert marks[1].reasons == {"503": 1, "502": 1}
     assert [m.at for m in marks] == [0.5, 0.5, 5.5]
+
+
+# -- the page ---------------------------------------------------------------------------
+
+
+def test_the_page_shows_every_host_its_marks_and_the_table(
+    demo_events: list[dict[str, Any]],
+) -> None:
+    crawl = read_crawl(lines(demo_events))
+    page = render_html(crawl, ReportOptions(source="events.jsonl"))
+    assert page.startswith("<!DOCTYPE html>")
+    sections = re.findall(r'<section class="host" id="(host-\d+)" data-host="([^"]+)"', page)
+    assert [host for _, host in sections] == order_hosts(crawl)
+    for anchor, host in sections:
+        assert f'<a href="#{anchor}">{host}</a>' in page  # the table links to the chart
+    for reason in ("429", "5xx", "timeout", "latency"):
+        assert f'class="mark mark-{reason}"' in page
+    assert page.count('<g class="pause">') >= 2  # in the overview and in the host chart
+    assert 'class="limit"' in page
+    assert 'class="gap"' in page
+    table = page[page.index('<section id="summary">') :]
+    table = table[: table.index("</section>")]
+    for name, totals in crawl.summary.items():
+        assert f"{name}</a></th><td>{totals.requests:,}</td>" in table
+    assert "from the crawl&#x27;s close line" in table or "from the crawl's close line" in table
+    assert "Crawl of demo" in page
+    assert "opened 2024-05-29" in page
+    assert '<aside class="notes"' not in page  # a clean file has nothing to warn about
+
+
+def test_the_page_fetches_nothing(demo_events: list[dict[str, Any]]) -> None:
+    page = render_html(read_crawl(lines(demo_events)))
+    assert "<script" not in page
+    assert "<link" not in page
+    assert "@import" not in page
+    assert "url(" not in page
+    # The only URL is the SVG namespace, which is a name and never fetched.
+    assert set(re.findall(r"(?:https?:)?//[^\s\"'<>)]+", page)) == {"http://www.w3.org/2000/svg"}
+    assert "default-src 'none'" in page
+
+
+def test_host_names_are_escaped() -> None:
+    name = '<img src=x onerror="alert(1)">&.example'
+    events = [
+        {"t": 0.1, "event": "start", "host": name, "in_flight": 1},
+        {"t": 0.2, "event": "throttle", "host": name, "reason": "<b>", "delay": 1, "limit": 1},
+    ]
+    page = render_html(read_crawl(lines(events)), ReportOptions(title="<i>x</i>"))
+    assert "<img" not in page
+    assert "<b>" not in page
+    assert "<i>x</i>" not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&amp;.example" in page
+
+
+def test_a_killed_crawl_with_garbage_still_renders_and_says_so(
+    demo_events: list[dict[str, Any]],
+) -> None:
+    killed = lines(demo_events[:-1])[:3000]
+    killed[1500:1500] = [*GARBAGE, '{"t": 9, "event": "robots_txt", "host": "a"}\n']
+    killed[-1] = killed[-1][:10]
+    page = render_html(read_crawl(killed))
+    notes = page[page.index('<aside class="notes"') :]
+    notes = notes[: notes.index("</aside>")]
+    assert "no <code>close</code> line" in notes
+    assert f"{len(GARBAGE) + 1} lines were not readable" in notes
+    assert "The last line is incomplete." in notes
+    assert "<code>robots_txt</code> \N{MULTIPLICATION SIGN}1" in notes
+    assert "counted from the events" in page
+    assert "<strong>not closed</strong>" in page
+
+
+def test_an_empty_crawl_renders_a_page_that_says_so() -> None:
+    page = render_html(read_crawl([]))
+    assert "The events file is empty" in page
+    assert page.rstrip().endswith("</html>")
+    page = render_html(read_crawl(['{"event": "open", "t": 0, "spider": "s"}\n']))
+    assert "Crawl of s" in page
+    assert '<section class="host"' not in page
+
+
+def test_hosts_beyond_the_limit_are_in_the_table_only() -> None:
+    events = synthetic_events(many_hosts(12), duration=20.0)
+    crawl = read_crawl(lines(events))
+    page = render_html(crawl, ReportOptions(max_hosts=5, order="name"))
+    assert page.count('<section class="host"') == 5
+    assert "Only the first 5 hosts are drawn; 7 more are in the table" in page
+    assert all(f">{name}</a></th>" in page for name in crawl.hosts)
+
+
+def test_a_dozen_hosts_and_many_events_make_a_small_page() -> None:
+    events = synthetic_events(many_hosts(12), duration=90.0, seed=1)
+    assert len(events) > 10_000
+    crawl = read_crawl(lines(events))
+    page = render_html(crawl)
+    assert page.count('<section class="host"') == 12
+    assert len(page) < 1_000_000
+
+
+def busy_host(name: str, events: int, end: float) -> HostSeries:
+    """A host with a change, a throttle and a pause every few milliseconds, built directly."""
+    rng = random.Random(events)
+    host = HostSeries(name)
+    step = end / events
+    for i in range(events):
+        t = i * step
+        host.set_gap(t, rng.random() * 10)
+        host.set_limit(t, rng.randint(1, 32))
+        reason = rng.choice(("429", "503", "timeout", "latency", "ConnectError"))
+        host.throttles.append(Throttle(t, reason, 1.0, 1, rng.random() < 0.5))
+        if i % 3 == 0:
+            host.add_pause(t, t + rng.random() * step * 2)
+        second = int(t)
+        host.started[second] += 1
+        host.responses[second] += 1
+        host.failures[second] += i % 2
+        host.peak_in_flight[second] = 8
+        host.latency_sum[second] = host.latency_sum.get(second, 0.0) + 0.2
+        host.latency_count[second] += 1
+    host.first_t, host.last_t = 0.0, end
+    return host
+
+
+@pytest.mark.parametrize("end", [60.0, 36_000.0])
+def test_the_page_grows_with_pixels_not_events(end: float) -> None:
+    """However many events a host has, its drawing has a bounded size."""
+    sizes = []
+    for events in (20_000, 80_000):
+        crawl = Crawl(end=end, closed=True)
+        crawl.hosts["busy.example"] = busy_host("busy.example", events, end)
+        crawl.summary = {"busy.example": crawl.hosts["busy.example"].counted}
+        sizes.append(len(render_html(crawl)))
+    assert sizes[1] < 600_000
+    assert sizes[1] < 1.15 * sizes[0]
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def test_the_command_writes_the_page(
+    tmp_path: Path, demo_events: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    out = tmp_path / "out" / "report.html"
+    out.parent.mkdir()
+    assert main([str(events), "-o", str(out), "--order", "name", "--title", "Demo"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "<title>Demo</title>" in page
+    assert "Drawn from crawl.jsonl" in page
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert main([str(events)]) == 0  # next to the events file by default
+    assert (tmp_path / "crawl.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_command_explains_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "x.html")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_png_without_matplotlib_is_skipped_with_a_message(
+    tmp_path: Path,
+    demo_events: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("scrapy_aimd.report.png.have_matplotlib", lambda: False)
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    png = tmp_path / "crawl.png"
+    assert main([str(events), "-o", str(tmp_path / "crawl.html"), "--png", str(png)]) == 0
+    assert "no PNG written: --png needs matplotlib" in capsys.readouterr().err
+    assert not png.exists()
+    assert (tmp_path / "crawl.html").exists()
+
+
+def test_png_with_matplotlib(tmp_path: Path, demo_events: list[dict[str, Any]]) -> None:
+    pytest.importorskip("matplotlib")
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    png = tmp_path / "crawl.png"
+    assert main([str(events), "-o", str(tmp_path / "crawl.html"), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_module_runs_without_scrapy(tmp_path: Path) -> None:
+    events = write(tmp_path / "e.jsonl", synthetic_events(DEMO_HOSTS[:2], duration=10.0))
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['x', {str(events)!r}, '-o', {str(tmp_path / 'e.html')!r}]\n"
+        "try:\n"
+        "    runpy.run_module('scrapy_aimd.report', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "assert 'scrapy' not in sys.modules\n"
+        "assert 'twisted' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+    assert (tmp_path / "e.html").stat().st_size > 10_000
