@@ -711,6 +711,23 @@ def test_the_command_explains_a_missing_file(
     assert not (tmp_path / "x.html").exists()
 
 
+def test_the_command_never_overwrites_the_events_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write(tmp_path / "crawl.html", synthetic_events(DEMO_HOSTS[:1], duration=5.0))
+    before = events.read_bytes()
+    assert main([str(events)]) == 1
+    assert "is the events file" in capsys.readouterr().err
+    assert events.read_bytes() == before
+
+
+def test_the_command_writes_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = write(tmp_path / "e.jsonl", synthetic_events(DEMO_HOSTS[:1], duration=5.0))
+    assert main([str(events), "-o", "-"]) == 0
+    assert capsys.readouterr().out.startswith("<!DOCTYPE html>")
+    assert not (tmp_path / "e.html").exists()
+
+
 def test_png_without_matplotlib_is_skipped_with_a_message(
     tmp_path: Path,
     demo_events: list[dict[str, Any]],

@@ -59,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     output: Path | None = args.output
     if output is None:
         output = args.events.with_suffix(".html")
+    if output.exists() and output.resolve() == args.events.resolve():
+        print(f"error: {output} is the events file; choose another with -o", file=sys.stderr)
+        return 1
     if str(output) == "-":
         sys.stdout.write(page)
     else:
