@@ -630,6 +630,23 @@ def test_an_empty_crawl_renders_a_page_that_says_so() -> None:
     assert '<section class="host"' not in page
 
 
+def test_a_state_that_never_changed_is_drawn_from_the_close_line() -> None:
+    events = [
+        {"t": 1.0, "event": "start", "host": "steady", "in_flight": 1},
+        {"t": 1.0, "event": "start", "host": "unknown", "in_flight": 1},
+        {"t": 9.0, "event": "close", "hosts": {"steady": {"delay": 0.5, "limit": 4}}},
+    ]
+    page = render_html(read_crawl(lines(events)), ReportOptions(order="name"))
+    steady = page[page.index('<section class="host" id="host-0" data-host="steady"') :]
+    steady = steady[: steady.index("</section>")]
+    assert 'class="limit from-close" d="M' in steady
+    assert 'class="gap from-close" d="M' in steady
+    assert "no change recorded; the value at the end of the crawl" in steady
+    unknown = page[page.index('<section class="host" id="host-1" data-host="unknown"') :]
+    assert "no limit recorded" in unknown
+    assert "no gap recorded" in unknown
+
+
 def test_hosts_beyond_the_limit_are_in_the_table_only() -> None:
     events = synthetic_events(many_hosts(12), duration=20.0)
     crawl = read_crawl(lines(events))

@@ -662,8 +662,10 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
     y = strip_top + strip_height + 4
 
     panels: list[tuple[str, float, float, Callable[[float], str]]] = []
-    limit_top = max([v for _, v in host.limit] + [v for v in rates.in_flight if v] + [1.0])
-    gap_top = max([v for _, v in host.gap] + [0.0])
+    limit_points, limit_known = _state_points(host.limit, totals.limit, host)
+    gap_points, gap_known = _state_points(host.gap, totals.delay, host)
+    limit_top = max([v for _, v in limit_points] + [v for v in rates.in_flight if v] + [1.0])
+    gap_top = max([v for _, v in gap_points] + [0.0])
     rate_top = max([r + f for r, f in zip(rates.responses, rates.failures, strict=True)] + [0.0])
     latency_top = max([v for v in rates.latency if v is not None] + [0.0])
     panels = [
@@ -698,12 +700,23 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
     in_flight = _band(rates.edges, zero, rates.in_flight, limit_y)
     if in_flight:
         body.append(f'<path class="in-flight" d="{in_flight}" fill="{IN_FLIGHT}"/>')
-    for name, points, scale in (("limit", host.limit, limit_y), ("gap", host.gap, gap_y)):
-        d = _step_line([(t, float(v)) for t, v in points], x, scale)
-        if d:
+    for name, points, known, scale in (
+        ("limit", limit_points, limit_known, limit_y),
+        ("gap", gap_points, gap_known, gap_y),
+    ):
+        d = _step_line(points, x, scale)
+        if d and known:
             body.append(
                 f'<path class="{name}" d="{d}" fill="none" stroke="{LINE}" stroke-width="2" '
                 'stroke-linejoin="round"/>'
+            )
+        elif d:
+            body.append(
+                f'<path class="{name} from-close" d="{d}" fill="none" stroke="{LINE}" '
+                'stroke-width="2" stroke-dasharray="6 4"/>'
+                f'<text class="halo" x="{_n(x.left + x.width - 4)}" y="{_n(scale.bottom - 6)}" '
+                f'font-size="10.5" fill="{MUTED}" text-anchor="end">no change recorded; '
+                "the value at the end of the crawl</text>"
             )
         else:
             body.append(
@@ -733,6 +746,20 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
         f'<section class="host" id="{anchor}" data-host="{escape(host.host)}">'
         f"<h2>{escape(host.host)}</h2>{_host_facts(totals)}{svg}</section>"
     )
+
+
+def _state_points(
+    points: Sequence[tuple[float, float]], final: float | None, host: HostSeries
+) -> tuple[list[tuple[float, float]], bool]:
+    """A step series, or the value from the close line when the events never changed it.
+
+    The second item says whether the points were recorded as they happened.
+    """
+    if points:
+        return [(t, float(v)) for t, v in points], True
+    if final is None:
+        return [], True
+    return [(host.active[0], float(final))], False
 
 
 def _host_facts(totals: HostTotals) -> str:
