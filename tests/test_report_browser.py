@@ -15,6 +15,7 @@ import os
 import select
 import shutil
 import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,17 @@ pytestmark = pytest.mark.skipif(
     reason="Chromium is not installed (apt-get install chromium chromium-driver)",
 )
 
-#: Chromium writes DevTools messages on fd 4 and reads them on fd 3.
-_CHILD_READS, _CHILD_WRITES = 3, 4
+#: Chromium reads DevTools messages on fd 3 and writes them on fd 4: a small Python
+#: program moves the pipes there, then becomes Chromium (no preexec_fn, no shell).
+_MOVE_PIPES_AND_EXEC = """
+import os, sys
+reads, writes = int(sys.argv[1]), int(sys.argv[2])
+os.dup2(reads, 3)
+os.dup2(writes, 4)
+os.close(reads)
+os.close(writes)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
 
 
 class DevToolsError(RuntimeError):
@@ -50,17 +60,16 @@ class Browser:
         self.timeout = timeout
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        # Far from 3 and 4, so that the child's dup2 never overwrites one with the other.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 20) for fd in (to_child_r, from_child_w)]
+        # Above 4, so that moving them to 3 and 4 never overwrites one with the other.
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in (to_child_r, from_child_w)]
         for fd in (to_child_r, from_child_w):
             os.close(fd)
-
-        def give_pipes() -> None:
-            os.dup2(high[0], _CHILD_READS)
-            os.dup2(high[1], _CHILD_WRITES)
-
         self.process = subprocess.Popen(
             [
+                sys.executable,
+                "-c",
+                _MOVE_PIPES_AND_EXEC,
+                *map(str, high),
                 executable,
                 "--headless",
                 "--no-sandbox",
@@ -81,9 +90,7 @@ class Browser:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=give_pipes,
-            pass_fds=(_CHILD_READS, _CHILD_WRITES),
-            close_fds=True,
+            pass_fds=high,
         )
         for fd in high:
             os.close(fd)
