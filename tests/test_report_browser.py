@@ -28,8 +28,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
-CHROMIUM = os.environ.get("CHROMIUM") or next(
-    (path for name in CHROMIUM_NAMES if (path := shutil.which(name))), None
+#: The browser: $CHROMIUM (a name or a path) if set, else the first of CHROMIUM_NAMES found.
+CHROMIUM = next(
+    (
+        path
+        for name in (os.environ.get("CHROMIUM", ""), *CHROMIUM_NAMES)
+        if (path := shutil.which(name))
+    ),
+    None,
 )
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
