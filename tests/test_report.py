@@ -615,6 +615,7 @@ def test_a_killed_crawl_with_garbage_still_renders_and_says_so(
     notes = notes[: notes.index("</aside>")]
     assert "no <code>close</code> line" in notes
     assert f"{len(GARBAGE) + 1} lines were not readable" in notes
+    assert "(lines 1501, 1502, 1503, 1504, ..., 3012)." in notes
     assert "The last line is incomplete." in notes
     assert "<code>robots_txt</code> \N{MULTIPLICATION SIGN}1" in notes
     assert "counted from the events" in page

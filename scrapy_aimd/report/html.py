@@ -181,12 +181,14 @@ def _notes(crawl: Crawl, names: Sequence[str], charted: Sequence[str]) -> str:
     elif crawl.summary_source == "events":
         notes.append("The close line has no per-host summary; it is counted from the events.")
     if crawl.bad_lines:
-        where = ", ".join(str(n) for n in crawl.bad_line_numbers)
+        numbers = [str(n) for n in crawl.bad_line_numbers]
+        if crawl.bad_lines > len(numbers):  # the first few and the last one
+            numbers[-1:-1] = ["..."]
         partial = " The last line is incomplete." if crawl.last_line_partial else ""
         notes.append(
             f"{crawl.bad_lines:,} line{'s were' if crawl.bad_lines != 1 else ' was'} not "
-            f"readable and skipped (line{'s' * (crawl.bad_lines != 1)} {where}"
-            f"{', ...' if crawl.bad_lines > len(crawl.bad_line_numbers) else ''}).{partial}"
+            f"readable and skipped (line{'s' * (crawl.bad_lines != 1)} "
+            f"{', '.join(numbers)}).{partial}"
         )
     if crawl.unknown_events:
         kinds = ", ".join(
