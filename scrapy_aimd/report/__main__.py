@@ -1,0 +1,95 @@
+"""``python -m scrapy_aimd.report EVENTS_FILE -o crawl.html [--png crawl.png]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .html import ReportOptions, render_html
+from .png import MatplotlibMissing, render_png
+from .series import order_hosts, read_events
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m scrapy_aimd.report",
+        description="Draw a crawl from its AIMD_EVENTS_FILE as one self-contained HTML page.",
+    )
+    p.add_argument("events", type=Path, metavar="EVENTS_FILE", help="the crawl's events file")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="the HTML file to write (default: EVENTS_FILE with .html), - for stdout",
+    )
+    p.add_argument("--png", type=Path, metavar="PNG", help="also draw a PNG (needs matplotlib)")
+    p.add_argument(
+        "--order",
+        choices=("trouble", "requests", "name"),
+        default="trouble",
+        help="host order: most paused and throttled first (default), most requests, or name",
+    )
+    p.add_argument(
+        "--max-hosts",
+        type=int,
+        default=30,
+        metavar="N",
+        help="draw charts for the first N hosts; the table lists all (default: 30)",
+    )
+    p.add_argument("--title", help="the page title (default: 'Crawl of SPIDER')")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        crawl = read_events(args.events)
+    except OSError as exc:
+        print(f"error: cannot read {args.events}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    options = ReportOptions(
+        order=args.order, max_hosts=args.max_hosts, title=args.title, source=args.events.name
+    )
+    page = render_html(crawl, options)
+    output: Path | None = args.output
+    if output is None:
+        output = args.events.with_suffix(".html")
+    if output.exists() and output.resolve() == args.events.resolve():
+        print(f"error: {output} is the events file; choose another with -o", file=sys.stderr)
+        return 1
+    if str(output) == "-":
+        sys.stdout.write(page)
+    else:
+        try:
+            output.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            print(f"error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        print(
+            f"wrote {output} ({len(crawl.hosts)} hosts, {crawl.lines:,} lines, "
+            f"{len(page.encode()) / 1024:,.0f} KiB)",
+            file=sys.stderr,
+        )
+    if crawl.bad_lines:
+        print(f"note: skipped {crawl.bad_lines:,} unreadable lines", file=sys.stderr)
+    if crawl.lines and not crawl.closed:
+        print("note: no close line; the crawl did not finish", file=sys.stderr)
+    if args.png is not None:
+        title = options.title or (f"Crawl of {crawl.spider}" if crawl.spider else "Crawl")
+        hosts = order_hosts(crawl, args.order)[: max(0, args.max_hosts)]
+        try:
+            render_png(crawl, hosts, args.png, title)
+        except MatplotlibMissing as exc:
+            print(f"note: no PNG written: {exc}", file=sys.stderr)
+        else:
+            print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,780 @@
+"""The crawl report as one HTML page with inline SVG: nothing is fetched when it is opened.
+
+The page has no script, no external font or stylesheet, and a Content-Security-Policy
+that forbids loading anything, so that it looks the same offline, in a mail
+attachment or years later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING
+
+from .. import __version__
+from .draw import (
+    REASON_GROUPS,
+    MarkGroup,
+    ReasonGroup,
+    Span,
+    bin_seconds,
+    downsample_steps,
+    format_clock,
+    format_count,
+    format_seconds,
+    group_marks,
+    merge_pauses,
+    nice_ticks,
+    rebin,
+    time_ticks,
+)
+from .series import Crawl, HostSeries, HostTotals, Order, order_hosts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+__all__ = ["ReportOptions", "render_html"]
+
+WIDTH = 960
+LEFT = 84
+RIGHT = 24
+PLOT = WIDTH - LEFT - RIGHT
+#: Seconds per bar are chosen so that a bar is at least this many pixels wide.
+BAR_PIXELS = 3
+#: Step lines keep at most four points per this many pixels.
+STEP_PIXELS = 2
+#: Throttles closer than this many pixels share one mark.
+MARK_PIXELS = 10
+
+INK = "#1f2328"
+MUTED = "#57606a"
+GRID = "#e6e8eb"
+AXIS = "#8c959f"
+LINE = "#0072B2"
+IN_FLIGHT = "#BBD7EC"
+RESPONSES = "#A3ACB6"
+FAILURES = "#CC6677"
+LATENCY = "#3D4752"
+PAUSE_FILL = "#EBDDF0"
+PAUSE_EDGE = "#AA4499"
+DASH = "\N{EN DASH}"
+TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the page shows: host order, how many hosts get a chart, and its title."""
+
+    order: Order = "trouble"
+    max_hosts: int = 30
+    title: str | None = None
+    source: str | None = None
+
+
+def render_html(crawl: Crawl, options: ReportOptions | None = None) -> str:
+    """The whole page for ``crawl``."""
+    options = options or ReportOptions()
+    names = order_hosts(crawl, options.order)
+    charted = [name for name in names if name in crawl.hosts][: max(0, options.max_hosts)]
+    anchors = {name: f"host-{i}" for i, name in enumerate(names)}
+    end = max(crawl.end, 1.0)
+    title = options.title or (f"Crawl of {crawl.spider}" if crawl.spider else "Crawl report")
+    parts = [
+        _head(title),
+        "<body><main>",
+        f"<header><h1>{escape(title)}</h1>{_facts(crawl, names)}</header>",
+        _notes(crawl, names, charted),
+        _legend(),
+    ]
+    if charted:
+        parts.append(_overview(crawl, charted, anchors, end))
+    parts.append(_table(crawl, names, anchors))
+    for name in charted:
+        parts.append(_host_section(crawl.hosts[name], crawl.summary.get(name), anchors[name], end))
+    source = f" from {escape(options.source)}" if options.source else ""
+    parts.append(
+        f"<footer><p>Drawn{source} by scrapy-aimd {escape(__version__)}. Times count from the "
+        "moment the crawl opened.</p></footer></main></body></html>\n"
+    )
+    return "\n".join(part for part in parts if part)
+
+
+# -- page frame -------------------------------------------------------------------------
+
+_CSS = f"""
+:root {{ color-scheme: light; }}
+body {{ margin: 0; background: #fff; color: {INK};
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial,
+  sans-serif; }}
+main {{ max-width: {WIDTH + 40}px; margin: 0 auto; padding: 20px; }}
+h1 {{ font-size: 1.6em; margin: 0 0 .2em; }}
+h2 {{ font-size: 1.15em; margin: 0; overflow-wrap: anywhere; }}
+a {{ color: #0550ae; }}
+.facts {{ color: {MUTED}; margin: 0; }}
+.notes {{ border-left: 4px solid #bf8700; background: #fff8c5; padding: .5em 1em;
+  margin: 1em 0; }}
+.notes ul {{ margin: .3em 0; padding-left: 1.2em; }}
+.legend {{ display: flex; flex-wrap: wrap; gap: .3em 1.4em; margin: 1em 0; padding: .6em .8em;
+  border: 1px solid {GRID}; border-radius: 6px; font-size: .88em; }}
+.legend span {{ display: inline-flex; align-items: center; gap: .4em; }}
+.legend svg {{ flex: none; }}
+figure {{ margin: 1.2em 0; }}
+figcaption {{ color: {MUTED}; font-size: .88em; }}
+svg.chart {{ width: 100%; height: auto; display: block; }}
+svg .halo {{ paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }}
+svg text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }}
+section.host {{ border-top: 1px solid {GRID}; padding-top: .8em; margin-top: 1.4em; }}
+.host-facts {{ color: {MUTED}; font-size: .9em; margin: .1em 0 .4em; }}
+.table-wrap {{ overflow-x: auto; }}
+table {{ border-collapse: collapse; font-size: .88em; font-variant-numeric: tabular-nums;
+  width: 100%; }}
+th, td {{ padding: .25em .55em; text-align: right; border-bottom: 1px solid {GRID};
+  white-space: nowrap; }}
+th:first-child, td:first-child {{ text-align: left; white-space: normal;
+  overflow-wrap: anywhere; }}
+thead th {{ border-bottom: 2px solid {AXIS}; }}
+tbody tr:nth-child(even) {{ background: #f6f8fa; }}
+tfoot td {{ font-weight: 600; border-top: 2px solid {AXIS}; }}
+td.trouble {{ color: #a40e26; font-weight: 600; }}
+footer {{ color: {MUTED}; font-size: .85em; margin-top: 2em; }}
+"""
+
+
+def _head(title: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
+    )
+
+
+def _facts(crawl: Crawl, names: Sequence[str]) -> str:
+    facts = []
+    if crawl.wall is not None:
+        opened = dt.datetime.fromtimestamp(crawl.wall, dt.timezone.utc)
+        facts.append(f"opened {opened:%Y-%m-%d %H:%M:%S} UTC")
+    facts.append(f"ran {format_clock(crawl.end, precise=crawl.end < 60)}")
+    requests = sum(totals.requests for totals in crawl.summary.values())
+    facts.append(f"{len(names)} host{'s' * (len(names) != 1)}")
+    facts.append(f"{requests:,} request{'s' * (requests != 1)}")
+    if crawl.closed:
+        facts.append(f"closed: {escape(crawl.close_reason or 'unknown reason')}")
+    else:
+        facts.append("<strong>not closed</strong>")
+    return f'<p class="facts">{" · ".join(facts)}</p>'
+
+
+def _notes(crawl: Crawl, names: Sequence[str], charted: Sequence[str]) -> str:
+    """What the reader should know before trusting the picture."""
+    notes = []
+    if not crawl.lines:
+        notes.append("The events file is empty: there is nothing to draw.")
+    elif not crawl.closed:
+        notes.append(
+            "The file has no <code>close</code> line: the crawl was killed or is still "
+            "running. The summary is counted from the events, up to the last one."
+        )
+    elif crawl.summary_source == "events":
+        notes.append("The close line has no per-host summary; it is counted from the events.")
+    if crawl.bad_lines:
+        numbers = [str(n) for n in crawl.bad_line_numbers]
+        if crawl.bad_lines > len(numbers):  # the first few and the last one
+            numbers[-1:-1] = ["..."]
+        partial = " The last line is incomplete." if crawl.last_line_partial else ""
+        notes.append(
+            f"{crawl.bad_lines:,} line{'s were' if crawl.bad_lines != 1 else ' was'} not "
+            f"readable and skipped (line{'s' * (crawl.bad_lines != 1)} "
+            f"{', '.join(numbers)}).{partial}"
+        )
+    if crawl.unknown_events:
+        kinds = ", ".join(
+            f"<code>{escape(name[:40])}</code> {TIMES}{count:,}"
+            for name, count in crawl.unknown_events.most_common(6)
+        )
+        more = len(crawl.unknown_events) - 6
+        notes.append(
+            "Events this report does not know were ignored: "
+            f"{kinds}{f' and {more} more kinds' if more > 0 else ''}."
+        )
+    uncharted = len([n for n in names if n in crawl.hosts]) - len(charted)
+    if uncharted > 0:
+        notes.append(
+            f"Only the first {len(charted)} hosts are drawn; {uncharted} more are in the "
+            f"table (<code>--max-hosts</code> draws more)."
+        )
+    if not notes:
+        return ""
+    items = "".join(f"<li>{note}</li>" for note in notes)
+    return f'<aside class="notes" role="note"><ul>{items}</ul></aside>'
+
+
+def _legend() -> str:
+    """Each kind of mark once, drawn the way the charts draw it."""
+
+    def swatch(body: str, width: int = 26) -> str:
+        return (
+            f'<svg width="{width}" height="14" viewBox="0 0 {width} 14" aria-hidden="true">'
+            f"{body}</svg>"
+        )
+
+    items = [
+        swatch(f'<path d="M1 11H9V4H17V8H25" fill="none" stroke="{LINE}" stroke-width="2"/>')
+        + "concurrency limit, gap between starts",
+        swatch(f'<rect x="1" y="3" width="24" height="10" fill="{IN_FLIGHT}"/>')
+        + "requests in flight (peak)",
+        swatch(
+            f'<rect x="1" y="5" width="24" height="8" fill="{RESPONSES}"/>'
+            f'<rect x="1" y="1" width="24" height="4" fill="{FAILURES}"/>'
+        )
+        + "responses / failures per second",
+        swatch(f'<path d="M1 10H9V5H17V8H25" fill="none" stroke="{LATENCY}" stroke-width="1.5"/>')
+        + "mean latency",
+        swatch(
+            f'<rect x="1" y="0" width="24" height="14" fill="{PAUSE_FILL}"/>'
+            f'<path d="M1.5 0V14" stroke="{PAUSE_EDGE}" stroke-width="1.5"/>'
+        )
+        + "paused (Retry-After)",
+    ]
+    for group in REASON_GROUPS:
+        items.append(
+            swatch(_shape(group, 8, 7, 5, True), 16) + f"throttle: {escape(group.meaning)}"
+        )
+    items.append(
+        swatch(_shape(REASON_GROUPS[0], 6, 7, 5, True) + _shape(REASON_GROUPS[0], 20, 7, 5, False))
+        + "filled: slowed down; hollow: already slowing"
+    )
+    spans = "".join(f"<span>{item}</span>" for item in items)
+    return f'<section class="legend" aria-label="Legend">{spans}</section>'
+
+
+# -- SVG pieces -------------------------------------------------------------------------
+
+
+def _n(value: float) -> str:
+    """A coordinate with one decimal, without a trailing ``.0``."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+class TimeScale:
+    """Seconds since open to x pixels, shared by every chart so that hosts line up."""
+
+    def __init__(self, end: float, left: float, width: float) -> None:
+        self.end, self.left, self.width = end, left, width
+
+    def __call__(self, t: float) -> float:
+        return self.left + min(max(t, 0.0), self.end) / self.end * self.width
+
+    def seconds(self, pixels: float) -> float:
+        return pixels / self.width * self.end
+
+
+class ValueScale:
+    """Values to y pixels for one panel, from 0 at the bottom to the top tick."""
+
+    def __init__(self, top: float, bottom: float, height: float, *, exact: bool = False) -> None:
+        self.ticks = nice_ticks(top)
+        self.top = (top if top > 0 else 1.0) if exact else self.ticks[-1]
+        self.bottom, self.height = bottom, height
+
+    def __call__(self, value: float) -> float:
+        return self.bottom - min(max(value, 0.0), self.top) / self.top * self.height
+
+
+def _shape_d(group: ReasonGroup, cx: float, cy: float, r: float) -> str:
+    """Path data of a throttle mark centred on (cx, cy); every shape is a path."""
+    x, y = _n(cx), _n(cy)
+    if group.shape == "circle":
+        c, d = _n(r * 0.85), _n(r * 1.7)
+        return f"M{_n(cx - r * 0.85)} {y}a{c} {c} 0 1 0 {d} 0a{c} {c} 0 1 0 -{d} 0Z"
+    if group.shape == "triangle":
+        return f"M{_n(cx - r)} {_n(cy - r * 0.8)}H{_n(cx + r)}L{x} {_n(cy + r)}Z"
+    if group.shape == "square":
+        s = r * 0.78
+        return f"M{_n(cx - s)} {_n(cy - s)}H{_n(cx + s)}V{_n(cy + s)}H{_n(cx - s)}Z"
+    if group.shape == "diamond":
+        return f"M{x} {_n(cy - r)}L{_n(cx + r)} {y}L{x} {_n(cy + r)}L{_n(cx - r)} {y}Z"
+    s = r * 0.8
+    return (
+        f"M{_n(cx - s)} {_n(cy - s)}L{_n(cx + s)} {_n(cy + s)}"
+        f"M{_n(cx + s)} {_n(cy - s)}L{_n(cx - s)} {_n(cy + s)}"
+    )
+
+
+def _shape_style(group: ReasonGroup, filled: bool) -> str:
+    """Filled when the controller slowed down, hollow when it was already slowing."""
+    if group.shape == "cross":
+        return f'fill="none" stroke="{group.colour}" stroke-width="{"2.4" if filled else "1.2"}"'
+    fill = group.colour if filled else "#fff"
+    return f'fill="{fill}" stroke="{group.colour}" stroke-width="1.5"'
+
+
+def _shape(group: ReasonGroup, cx: float, cy: float, r: float, filled: bool) -> str:
+    return f'<path d="{_shape_d(group, cx, cy, r)}" {_shape_style(group, filled)}/>'
+
+
+def _mark(mark: MarkGroup, cx: float, cy: float, r: float) -> str:
+    """One mark with a tooltip: how many throttles, when, why, and the state after."""
+    when = format_clock(mark.first.t, precise=True)
+    if mark.last.t > mark.first.t:
+        when += f"{DASH}{format_clock(mark.last.t, precise=True)}"
+    reasons = ", ".join(f"{r} {TIMES}{n}" for r, n in sorted(mark.reasons.items()))
+    after = []
+    if mark.last.delay is not None:
+        after.append(f"gap {format_seconds(mark.last.delay)}")
+    if mark.last.limit is not None:
+        after.append(f"limit {mark.last.limit}")
+    what = "slowed down" if mark.decreased else "already slowing"
+    tip = f"{when}: {reasons}, {what}" + (f"; {', '.join(after)}" if after else "")
+    return (
+        f'<g class="mark mark-{mark.group.key}" data-count="{mark.count}">'
+        f"<title>{escape(tip)}</title>{_shape(mark.group, cx, cy, r, mark.decreased)}</g>"
+    )
+
+
+def _lane_marks(marks: Iterable[MarkGroup], x: TimeScale, cy: float, r: float) -> list[str]:
+    """Marks without tooltips, one path per kind: the overview stays small with many hosts."""
+    paths: dict[tuple[ReasonGroup, bool], list[str]] = {}
+    for mark in marks:
+        paths.setdefault((mark.group, mark.decreased), []).append(
+            _shape_d(mark.group, x(mark.at), cy, r)
+        )
+    return [
+        f'<path class="mark mark-{group.key}" d="{"".join(d)}" {_shape_style(group, filled)}/>'
+        for (group, filled), d in paths.items()
+    ]
+
+
+def _pause_rect(span: Span, x: TimeScale, top: float, height: float, *, tip: bool = True) -> str:
+    x0, x1 = x(span.start), x(span.end)
+    width = max(x1 - x0, 1.5)
+    what = f"{span.pauses} pauses" if span.pauses > 1 else "paused"
+    text = (
+        f"{what} {format_clock(span.start, precise=True)}{DASH}"
+        f"{format_clock(span.end, precise=True)}"
+        f" ({format_seconds(span.requested)} asked by Retry-After)"
+        + (", still paused when the crawl ended" if span.cut else "")
+    )
+    title = f"<title>{escape(text)}</title>" if tip else ""
+    return (
+        f'<g class="pause">{title}'
+        f'<rect x="{_n(x0)}" y="{_n(top)}" width="{_n(width)}" height="{_n(height)}" '
+        f'fill="{PAUSE_FILL}"/><path d="M{_n(x0)} {_n(top)}v{_n(height)}" '
+        f'stroke="{PAUSE_EDGE}" stroke-width="1.5"/></g>'
+    )
+
+
+def _step_line(points: Sequence[tuple[float, float]], x: TimeScale, y: ValueScale) -> str:
+    """``M x y H x V y ...`` to the end of the crawl, from the first known value."""
+    points = downsample_steps(list(points), x.end, max(1, int(x.width / STEP_PIXELS)))
+    if not points:
+        return ""
+    t0, v0 = points[0]
+    d = [f"M{_n(x(t0))} {_n(y(v0))}"]
+    for t, value in points[1:]:
+        d.append(f"H{_n(x(t))}V{_n(y(value))}")
+    d.append(f"H{_n(x(x.end))}")
+    return "".join(d)
+
+
+def _band(
+    edges: Sequence[float], lower: Sequence[float], upper: Sequence[float], y: ValueScale
+) -> str:
+    """A stepped area between two per-bin series; empty when ``upper`` is all at ``lower``."""
+    if not any(u > lo for u, lo in zip(upper, lower, strict=True)):
+        return ""
+    d = [f"M{_n(edges[0])} {_n(y(upper[0]))}"]
+    for i in range(len(upper)):
+        if i:
+            d.append(f"V{_n(y(upper[i]))}")
+        d.append(f"H{_n(edges[i + 1])}")
+    for i in reversed(range(len(lower))):
+        d.append(f"V{_n(y(lower[i]))}H{_n(edges[i])}")
+    d.append("Z")
+    return "".join(d)
+
+
+def _broken_steps(edges: Sequence[float], values: Sequence[float | None], y: ValueScale) -> str:
+    """Per-bin values as a step line with gaps where a bin has no value."""
+    d: list[str] = []
+    previous: float | None = None
+    for i, value in enumerate(values):
+        if value is None:
+            previous = None
+            continue
+        if previous is None:
+            d.append(f"M{_n(edges[i])} {_n(y(value))}")
+        else:
+            d.append(f"V{_n(y(value))}")
+        d.append(f"H{_n(edges[i + 1])}")
+        previous = value
+    return "".join(d)
+
+
+def _time_axis(x: TimeScale, y: float, top: float, *, labels: bool = True) -> list[str]:
+    out = []
+    for t in time_ticks(x.end):
+        px = _n(x(t))
+        out.append(f'<path d="M{px} {_n(top)}V{_n(y)}" stroke="{GRID}"/>')
+        if labels:
+            anchor = "end" if x(t) > x.left + x.width - 12 else "middle"
+            out.append(
+                f'<text x="{px}" y="{_n(y + 14)}" font-size="11" fill="{MUTED}" '
+                f'text-anchor="{anchor}">{format_clock(t)}</text>'
+            )
+    out.append(f'<path d="M{_n(x.left)} {_n(y)}H{_n(x.left + x.width)}" stroke="{AXIS}"/>')
+    return out
+
+
+def _value_axis(y: ValueScale, left: float, width: float, label: Callable[[float], str]) -> str:
+    out = []
+    for tick in y.ticks:
+        py = _n(y(tick))
+        if tick:
+            out.append(f'<path d="M{_n(left)} {py}h{_n(width)}" stroke="{GRID}"/>')
+        out.append(
+            f'<text x="{_n(left - 6)}" y="{py}" dy="3.5" font-size="10.5" fill="{MUTED}" '
+            f'text-anchor="end">{escape(label(tick))}</text>'
+        )
+    return "".join(out)
+
+
+def _svg(width: int, height: float, label: str, body: Iterable[str], cls: str = "chart") -> str:
+    return (
+        f'<svg class="{cls}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} '
+        f'{_n(height)}" width="{width}" height="{_n(height)}" role="img" '
+        f'aria-label="{escape(label)}"><title>{escape(label)}</title>{"".join(body)}</svg>'
+    )
+
+
+# -- per-host rates ---------------------------------------------------------------------
+
+
+@dataclass
+class Rates:
+    """A host's per-second counts folded into bars of the same width for every host."""
+
+    edges: list[float]
+    responses: list[float]
+    failures: list[float]
+    in_flight: list[float]
+    latency: list[float | None]
+
+
+def _rates(host: HostSeries, x: TimeScale) -> Rates:
+    width = bin_seconds(x.end, int(x.width / BAR_PIXELS))
+    responses = rebin(host.responses, width, x.end)
+    count = len(responses)
+    edges = [x(i * width) for i in range(count)] + [x(x.end)]
+    latency_sum = rebin(host.latency_sum, width, x.end)
+    latency_count = rebin(host.latency_count, width, x.end)
+    return Rates(
+        edges=edges,
+        responses=[r / width for r in responses],
+        failures=[f / width for f in rebin(host.failures, width, x.end)],
+        in_flight=rebin(host.peak_in_flight, width, x.end, combine=max),
+        latency=[s / c if c else None for s, c in zip(latency_sum, latency_count, strict=True)],
+    )
+
+
+# -- the overview -----------------------------------------------------------------------
+
+OVERVIEW_LEFT = 210
+LANE = 24
+
+
+def _overview(crawl: Crawl, names: Sequence[str], anchors: dict[str, str], end: float) -> str:
+    """All charted hosts on one time axis: where each was busy, throttled and paused."""
+    plot = WIDTH - OVERVIEW_LEFT - RIGHT
+    x = TimeScale(end, OVERVIEW_LEFT, plot)
+    rates = {name: _rates(crawl.hosts[name], x) for name in names}
+    every_second: Counter[int] = Counter()
+    for host in crawl.hosts.values():  # all hosts, drawn or not
+        every_second.update(host.responses)
+    width = bin_seconds(x.end, int(x.width / BAR_PIXELS))
+    total = [count / width for count in rebin(every_second, width, x.end)]
+    top_height = 64.0
+    y_total = ValueScale(max(total, default=0.0), 14 + top_height, top_height)
+    body = [
+        f'<text x="{OVERVIEW_LEFT}" y="10" font-size="11.5" font-weight="600" fill="{INK}">'
+        "responses per second, all hosts</text>",
+        _value_axis(y_total, OVERVIEW_LEFT, plot, format_count),
+    ]
+    first = rates[names[0]]
+    zero = [0.0] * len(total)
+    band = _band(first.edges, zero, total, y_total)
+    if band:
+        body.append(f'<path d="{band}" fill="{RESPONSES}"/>')
+    lanes_top = 14 + top_height + 14
+    bottom = lanes_top + LANE * len(names)
+    body.extend(_time_axis(x, bottom, 14))
+    body.append(f'<path d="M{OVERVIEW_LEFT} {_n(14 + top_height)}h{plot}" stroke="{AXIS}"/>')
+    mark_width = x.seconds(MARK_PIXELS)
+    for i, name in enumerate(names):
+        host, rate = crawl.hosts[name], rates[name]
+        top = lanes_top + i * LANE
+        mid = top + LANE / 2
+        lane = [f'<g class="lane" data-host="{escape(name)}">']
+        if i % 2 == 0:
+            lane.append(
+                f'<rect x="0" y="{_n(top)}" width="{WIDTH}" height="{LANE}" fill="#f6f8fa"/>'
+            )
+        for span in merge_pauses(host.pauses, x.end, join=x.seconds(1)):
+            lane.append(_pause_rect(span, x, top + 1, LANE - 2, tip=False))
+        y_lane = ValueScale(max(rate.responses, default=0.0), top + LANE - 2, LANE - 5, exact=True)
+        band = _band(rate.edges, [0.0] * len(rate.responses), rate.responses, y_lane)
+        if band:
+            lane.append(f'<path d="{band}" fill="{RESPONSES}" fill-opacity="0.8"/>')
+        lane.extend(_lane_marks(group_marks(host.throttles, mark_width), x, mid, 4))
+        label = name if len(name) <= 30 else name[:29] + "\N{HORIZONTAL ELLIPSIS}"
+        lane.append(
+            f'<a href="#{anchors[name]}"><text x="{OVERVIEW_LEFT - 8}" y="{_n(mid)}" dy="4" '
+            f'font-size="12" fill="{INK}" text-anchor="end">{escape(label)}'
+            f"<title>{escape(name)}</title></text></a></g>"
+        )
+        body.append("".join(lane))
+    svg = _svg(WIDTH, bottom + 22, "Overview of all drawn hosts over time", body)
+    return (
+        f'<figure class="overview">{svg}<figcaption>Each lane is one host; grey is its '
+        "responses per second, scaled to the host's own peak. Click a host's name for "
+        "its charts.</figcaption></figure>"
+    )
+
+
+# -- the table --------------------------------------------------------------------------
+
+_COLUMNS = (
+    ("host", "host"),
+    ("requests", "requests started"),
+    ("2xx", "2xx responses"),
+    ("3xx", "3xx responses"),
+    ("4xx", "4xx responses"),
+    ("5xx", "5xx responses"),
+    ("errors", "failed downloads"),
+    ("throttles", "times the host pushed back"),
+    ("pauses", "Retry-After pauses"),
+    ("paused", "time paused"),
+    ("gap", "gap between starts at the end"),
+    ("limit", "concurrency limit at the end"),
+    ("best", "best latency"),
+)
+
+
+def _table(crawl: Crawl, names: Sequence[str], anchors: dict[str, str]) -> str:
+    if not names:
+        return ""
+    head = "".join(f'<th scope="col" title="{title}">{label}</th>' for label, title in _COLUMNS)
+    rows = []
+    all_hosts = HostTotals()
+    for name in names:
+        totals = crawl.summary.get(name) or crawl.hosts[name].counted
+        _add(all_hosts, totals)
+        link = (
+            f'<a href="#{anchors[name]}">{escape(name)}</a>'
+            if name in crawl.hosts
+            else escape(name)
+        )
+        rows.append(f'<tr><th scope="row">{link}</th>{_cells(totals)}</tr>')
+    source = (
+        "from the crawl's close line"
+        if crawl.summary_source == "close"
+        else "counted from the events (no close-line summary)"
+    )
+    foot = f"<tr><td>{len(names)} hosts</td>{_cells(all_hosts, total=True)}</tr>"
+    return (
+        '<section id="summary"><h2>Summary</h2>'
+        f'<p class="host-facts">Per host, {source}; gap and limit are the controller\'s '
+        "last values.</p>"
+        f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody><tfoot>{foot}</tfoot></table></div></section>"
+    )
+
+
+def _add(into: HostTotals, totals: HostTotals) -> None:
+    into.requests += totals.requests
+    into.responses.update(totals.responses)
+    into.failures += totals.failures
+    into.throttles += totals.throttles
+    into.pauses += totals.pauses
+    into.paused_seconds += totals.paused_seconds
+
+
+def _cells(totals: HostTotals, *, total: bool = False) -> str:
+    def cell(text: str, trouble: bool = False) -> str:
+        return f'<td class="trouble">{text}</td>' if trouble else f"<td>{text}</td>"
+
+    r = totals.responses
+    cells = [
+        cell(f"{totals.requests:,}"),
+        *(cell(f"{r.get(k, 0):,}") for k in ("2xx", "3xx", "4xx")),
+        cell(f"{r.get('5xx', 0):,}", r.get("5xx", 0) > 0),
+        cell(f"{totals.failures:,}", totals.failures > 0),
+        cell(f"{totals.throttles:,}", totals.throttles > 0),
+        cell(f"{totals.pauses:,}", totals.pauses > 0),
+        cell(format_clock(totals.paused_seconds, precise=True) if totals.paused_seconds else "0"),
+    ]
+    if total:
+        cells += [cell(""), cell(""), cell("")]
+    else:
+        cells += [
+            cell(format_seconds(totals.delay)),
+            cell("-" if totals.limit is None else str(totals.limit)),
+            cell(format_seconds(totals.best_latency)),
+        ]
+    return "".join(cells)
+
+
+# -- one host ---------------------------------------------------------------------------
+
+MARK_ROW = 16
+PANEL_TITLE = 21
+PANEL_GAP = 10
+
+
+def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end: float) -> str:
+    totals = totals or host.counted
+    x = TimeScale(end, LEFT, PLOT)
+    rates = _rates(host, x)
+    body: list[str] = []
+    overlay: list[str] = []
+
+    marks = group_marks(host.throttles, x.seconds(MARK_PIXELS))
+    groups = [g for g in REASON_GROUPS if any(m.group is g for m in marks)]
+    strip_top = 4.0
+    rows = max(1, len(groups))
+    strip_height = rows * MARK_ROW
+    for row, group in enumerate(groups):
+        cy = strip_top + row * MARK_ROW + MARK_ROW / 2
+        body.append(
+            f'<text x="{LEFT - 6}" y="{_n(cy)}" dy="3.5" font-size="10.5" fill="{group.colour}" '
+            f'text-anchor="end">{escape(group.label)}</text>'
+        )
+        overlay.extend(_mark(m, x(m.at), cy, 4.5) for m in marks if m.group is group)
+    if not groups:
+        body.append(
+            f'<text x="{LEFT - 6}" y="{_n(strip_top + MARK_ROW / 2)}" dy="3.5" font-size="10.5" '
+            f'fill="{MUTED}" text-anchor="end">throttles</text>'
+            f'<text x="{LEFT + 4}" y="{_n(strip_top + MARK_ROW / 2)}" dy="3.5" font-size="10.5" '
+            f'fill="{MUTED}">none</text>'
+        )
+    y = strip_top + strip_height + 4
+
+    panels: list[tuple[str, float, float, Callable[[float], str]]] = []
+    limit_points, limit_known = _state_points(host.limit, totals.limit, host)
+    gap_points, gap_known = _state_points(host.gap, totals.delay, host)
+    limit_top = max([v for _, v in limit_points] + [v for v in rates.in_flight if v] + [1.0])
+    gap_top = max([v for _, v in gap_points] + [0.0])
+    rate_top = max([r + f for r, f in zip(rates.responses, rates.failures, strict=True)] + [0.0])
+    latency_top = max([v for v in rates.latency if v is not None] + [0.0])
+    panels = [
+        ("concurrency limit", 70, limit_top, lambda v: f"{v:g}"),
+        ("gap between starts", 70, gap_top, format_seconds),
+        ("responses per second", 52, rate_top, format_count),
+        ("mean latency", 52, latency_top, format_seconds),
+    ]
+    content_top = y
+    scales = []
+    for title, height, top, label in panels:
+        body.append(
+            f'<text class="halo" x="{LEFT}" y="{_n(y + 13)}" font-size="11.5" '
+            f'font-weight="600" fill="{INK}">{title}</text>'
+        )
+        y += PANEL_TITLE
+        scale = ValueScale(top, y + height, height)
+        scales.append(scale)
+        body.append(_value_axis(scale, LEFT, PLOT, label))
+        body.append(f'<path d="M{LEFT} {_n(y + height)}h{PLOT}" stroke="{AXIS}"/>')
+        y += height + PANEL_GAP
+    axis_y = y - PANEL_GAP
+    limit_y, gap_y, rate_y, latency_y = scales
+
+    background = [
+        _pause_rect(span, x, 0, axis_y)
+        for span in merge_pauses(host.pauses, x.end, join=x.seconds(1))
+    ]
+    background.extend(_time_axis(x, axis_y, content_top))
+
+    zero = [0.0] * len(rates.responses)
+    in_flight = _band(rates.edges, zero, rates.in_flight, limit_y)
+    if in_flight:
+        body.append(f'<path class="in-flight" d="{in_flight}" fill="{IN_FLIGHT}"/>')
+    for name, points, known, scale in (
+        ("limit", limit_points, limit_known, limit_y),
+        ("gap", gap_points, gap_known, gap_y),
+    ):
+        d = _step_line(points, x, scale)
+        if d and known:
+            body.append(
+                f'<path class="{name}" d="{d}" fill="none" stroke="{LINE}" stroke-width="2" '
+                'stroke-linejoin="round"/>'
+            )
+        elif d:
+            body.append(
+                f'<path class="{name} from-close" d="{d}" fill="none" stroke="{LINE}" '
+                'stroke-width="2" stroke-dasharray="6 4"/>'
+                f'<text class="halo" x="{_n(x.left + x.width - 4)}" y="{_n(scale.bottom - 6)}" '
+                f'font-size="10.5" fill="{MUTED}" text-anchor="end">no change recorded; '
+                "the value at the end of the crawl</text>"
+            )
+        else:
+            body.append(
+                f'<text x="{LEFT + 4}" y="{_n(scale.bottom - 6)}" font-size="10.5" '
+                f'fill="{MUTED}">no {name} recorded</text>'
+            )
+    totals_band = [r + f for r, f in zip(rates.responses, rates.failures, strict=True)]
+    responses = _band(rates.edges, zero, rates.responses, rate_y)
+    if responses:
+        body.append(f'<path class="responses" d="{responses}" fill="{RESPONSES}"/>')
+    failures = _band(rates.edges, rates.responses, totals_band, rate_y)
+    if failures:
+        body.append(f'<path class="failures" d="{failures}" fill="{FAILURES}"/>')
+    latency = _broken_steps(rates.edges, rates.latency, latency_y)
+    if latency:
+        body.append(
+            f'<path class="latency" d="{latency}" fill="none" stroke="{LATENCY}" '
+            'stroke-width="1.5"/>'
+        )
+
+    description = (
+        f"{host.host}: concurrency limit, gap, responses per second and latency over time, "
+        f"{totals.throttles} throttles, {totals.pauses} pauses"
+    )
+    svg = _svg(WIDTH, axis_y + 22, description, [*background, *body, *overlay])
+    return (
+        f'<section class="host" id="{anchor}" data-host="{escape(host.host)}">'
+        f"<h2>{escape(host.host)}</h2>{_host_facts(totals)}{svg}</section>"
+    )
+
+
+def _state_points(
+    points: Sequence[tuple[float, float]], final: float | None, host: HostSeries
+) -> tuple[list[tuple[float, float]], bool]:
+    """A step series, or the value from the close line when the events never changed it.
+
+    The second item says whether the points were recorded as they happened.
+    """
+    if points:
+        return [(t, float(v)) for t, v in points], True
+    if final is None:
+        return [], True
+    return [(host.active[0], float(final))], False
+
+
+def _host_facts(totals: HostTotals) -> str:
+    ok = totals.responses.get("2xx", 0) + totals.responses.get("3xx", 0)
+    facts = [
+        f"{totals.requests:,} requests",
+        f"{ok:,} ok",
+        f"{totals.throttles:,} throttle{'s' * (totals.throttles != 1)}",
+        f"{totals.pauses:,} pause{'s' * (totals.pauses != 1)}"
+        + (f" ({format_clock(totals.paused_seconds, precise=True)})" if totals.pauses else ""),
+        f"ended at gap {format_seconds(totals.delay)}, limit "
+        f"{'-' if totals.limit is None else totals.limit}",
+    ]
+    if totals.best_latency is not None:
+        facts.append(f"best latency {format_seconds(totals.best_latency)}")
+    return f'<p class="host-facts">{" · ".join(facts)}</p>'

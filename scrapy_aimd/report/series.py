@@ -1,0 +1,407 @@
+"""Turn an ``AIMD_EVENTS_FILE`` into per-host series, with no HTML in sight.
+
+The events file may come from a crawl that was killed (no ``close`` line, a
+partial last line) or from a newer version of the package (events this module
+does not know). Reading never fails on content: what cannot be read is counted,
+so that the report can say how much of the file it could not use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+__all__ = [
+    "Crawl",
+    "HostSeries",
+    "HostTotals",
+    "Pause",
+    "Throttle",
+    "order_hosts",
+    "read_crawl",
+    "read_events",
+]
+
+HOST_EVENTS = frozenset({"start", "response", "fail", "throttle", "pause", "resume", "change"})
+KNOWN_EVENTS = HOST_EVENTS | {"open", "close"}
+#: How many numbers of unreadable lines are kept for the report to quote.
+KEEP_BAD_LINE_NUMBERS = 5
+
+
+@dataclass(slots=True)
+class Throttle:
+    """A host pushed back; ``delay`` and ``limit`` are the controller's state after it."""
+
+    t: float
+    reason: str
+    delay: float | None
+    limit: int | None
+    decreased: bool
+
+
+@dataclass(slots=True)
+class Pause:
+    """A Retry-After pause from ``start`` until ``until``; ``resumed`` is the first start after."""
+
+    start: float
+    until: float
+    resumed: float | None = None
+
+
+@dataclass
+class HostTotals:
+    """One row of the summary table, from the ``close`` line or counted from events."""
+
+    requests: int = 0
+    responses: Counter[str] = field(default_factory=Counter)
+    failures: int = 0
+    throttles: int = 0
+    pauses: int = 0
+    paused_seconds: float = 0.0
+    delay: float | None = None
+    limit: int | None = None
+    best_latency: float | None = None
+
+
+@dataclass
+class HostSeries:
+    """Everything the report draws for one host.
+
+    ``limit`` and ``gap`` are step series: each point is the value from its time
+    on, recorded only when the value changes. Counts of starts, responses and
+    failures are kept per whole second, so that memory does not grow with the
+    number of events but with the length of the crawl.
+    """
+
+    host: str
+    limit: list[tuple[float, int]] = field(default_factory=list)
+    gap: list[tuple[float, float]] = field(default_factory=list)
+    throttles: list[Throttle] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    started: Counter[int] = field(default_factory=Counter)
+    responses: Counter[int] = field(default_factory=Counter)
+    failures: Counter[int] = field(default_factory=Counter)
+    peak_in_flight: dict[int, int] = field(default_factory=dict)
+    latency_sum: dict[int, float] = field(default_factory=dict)
+    latency_count: Counter[int] = field(default_factory=Counter)
+    first_t: float = math.inf
+    last_t: float = -math.inf
+    counted: HostTotals = field(default_factory=HostTotals)
+    _paused_until: float = 0.0
+
+    def set_limit(self, t: float, value: int) -> None:
+        if not self.limit or self.limit[-1][1] != value:
+            self.limit.append((t, value))
+
+    def set_gap(self, t: float, value: float) -> None:
+        if not self.gap or self.gap[-1][1] != value:
+            self.gap.append((t, value))
+
+    def add_pause(self, t: float, until: float) -> None:
+        """Count pause time as the union of pauses, as the end-of-crawl summary does."""
+        self.pauses.append(Pause(t, until))
+        self.counted.pauses += 1
+        start = max(t, self._paused_until)
+        if until > start:
+            self.counted.paused_seconds += until - start
+        self._paused_until = max(self._paused_until, until)
+
+    @property
+    def active(self) -> tuple[float, float]:
+        """From the host's first event to its last (0, 0 if it had none)."""
+        if self.first_t > self.last_t:
+            return (0.0, 0.0)
+        return (self.first_t, self.last_t)
+
+
+@dataclass
+class Crawl:
+    """A whole events file: per-host series, the summary, and what could not be read."""
+
+    spider: str | None = None
+    wall: float | None = None
+    end: float = 0.0
+    closed: bool = False
+    close_reason: str | None = None
+    hosts: dict[str, HostSeries] = field(default_factory=dict)
+    summary: dict[str, HostTotals] = field(default_factory=dict)
+    summary_source: Literal["close", "events"] = "events"
+    lines: int = 0
+    bad_lines: int = 0
+    bad_line_numbers: list[int] = field(default_factory=list)
+    last_line_partial: bool = False
+    unknown_events: Counter[str] = field(default_factory=Counter)
+
+    def host(self, name: str) -> HostSeries:
+        series = self.hosts.get(name)
+        if series is None:
+            series = self.hosts[name] = HostSeries(name)
+        return series
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def read_events(path: str | Path) -> Crawl:
+    """Read an events file line by line, so that its size does not matter."""
+    with Path(path).open("r", encoding="utf-8", errors="replace", newline="") as lines:
+        return read_crawl(lines)
+
+
+def read_crawl(lines: Iterable[str]) -> Crawl:
+    """Build a :class:`Crawl` from events lines (with or without their newlines)."""
+    crawl = Crawl()
+    close: dict[str, Any] | None = None
+    last_number = 0
+    last_ended = True
+    for number, line in enumerate(lines, 1):
+        last_number, last_ended = number, line.endswith("\n")
+        text = line.strip()
+        if not text:
+            continue
+        crawl.lines += 1
+        record = _parse(text)
+        if record is None or not _apply(crawl, record):
+            _bad(crawl, number)
+            continue
+        if record["event"] == "close":
+            close = record
+    if crawl.bad_line_numbers and crawl.bad_line_numbers[-1] == last_number and not last_ended:
+        crawl.last_line_partial = True
+    _finish(crawl, close)
+    return crawl
+
+
+def _parse(text: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    t = _number(record.get("t"))
+    event = record.get("event")
+    if t is None or t < 0 or not isinstance(event, str):
+        return None
+    record["t"] = t
+    return record
+
+
+def _bad(crawl: Crawl, number: int) -> None:
+    crawl.bad_lines += 1
+    numbers = crawl.bad_line_numbers
+    if len(numbers) < KEEP_BAD_LINE_NUMBERS:
+        numbers.append(number)
+    else:
+        numbers[-1] = number  # keep the first few and the last one
+
+
+def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
+    """Fold one event into the crawl; False if the line is not a usable event."""
+    event: str = record["event"]
+    t: float = record["t"]
+    if event not in KNOWN_EVENTS:
+        crawl.unknown_events[event] += 1
+        crawl.end = max(crawl.end, t)
+        return True
+    if event == "open":
+        spider, wall = record.get("spider"), _number(record.get("wall"))
+        if crawl.spider is None and isinstance(spider, str):
+            crawl.spider = spider
+        if crawl.wall is None and wall is not None:
+            crawl.wall = wall
+        return True
+    if event == "close":
+        crawl.end = max(crawl.end, t)
+        return True
+    name = record.get("host")
+    if not isinstance(name, str) or not name:
+        return False
+    host = crawl.host(name)
+    if event == "pause" and _pause_until(record) is None:
+        return False
+    crawl.end = max(crawl.end, t)
+    host.first_t = min(host.first_t, t)
+    host.last_t = max(host.last_t, t)
+    second = int(t)
+    if event == "start":
+        host.started[second] += 1
+        host.counted.requests += 1
+        in_flight = _integer(record.get("in_flight"))
+        if in_flight is not None and in_flight > host.peak_in_flight.get(second, -1):
+            host.peak_in_flight[second] = in_flight
+    elif event == "response":
+        host.responses[second] += 1
+        status = _integer(record.get("status"))
+        host.counted.responses[f"{status // 100}xx" if status is not None else "?"] += 1
+        latency = _number(record.get("latency"))
+        if latency is not None and latency >= 0:
+            host.latency_sum[second] = host.latency_sum.get(second, 0.0) + latency
+            host.latency_count[second] += 1
+            best = host.counted.best_latency
+            host.counted.best_latency = latency if best is None else min(best, latency)
+    elif event == "fail":
+        host.failures[second] += 1
+        host.counted.failures += 1
+    elif event == "throttle":
+        reason = record.get("reason")
+        delay, limit = _number(record.get("delay")), _integer(record.get("limit"))
+        host.throttles.append(
+            Throttle(
+                t,
+                str(reason) if isinstance(reason, (str, int)) else "unknown",
+                delay,
+                limit,
+                record.get("decreased") is True,
+            )
+        )
+        host.counted.throttles += 1
+        _set_state(host, t, delay, limit)
+    elif event == "pause":
+        until = _pause_until(record)
+        assert until is not None
+        host.add_pause(t, until)
+    elif event == "resume":
+        for pause in reversed(host.pauses):
+            if pause.resumed is None:
+                pause.resumed = t
+            else:
+                break
+    elif event == "change":
+        _set_state(host, t, _number(record.get("delay")), _integer(record.get("limit")))
+    return True
+
+
+def _set_state(host: HostSeries, t: float, delay: float | None, limit: int | None) -> None:
+    if delay is not None and delay >= 0:
+        host.set_gap(t, delay)
+        host.counted.delay = delay
+    if limit is not None and limit >= 0:
+        host.set_limit(t, limit)
+        host.counted.limit = limit
+
+
+def _pause_until(record: dict[str, Any]) -> float | None:
+    until = _number(record.get("until"))
+    if until is None:
+        seconds = _number(record.get("seconds"))
+        if seconds is None:
+            return None
+        until = float(record["t"]) + seconds
+    return max(until, float(record["t"]))
+
+
+def _number(value: object) -> float | None:
+    """A finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _integer(value: object) -> int | None:
+    number = _number(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+# -- the summary ------------------------------------------------------------------------
+
+
+def _finish(crawl: Crawl, close: dict[str, Any] | None) -> None:
+    """Take the summary from the ``close`` line where it says something, else count it."""
+    crawl.summary = {name: host.counted for name, host in crawl.hosts.items()}
+    if close is None:
+        return
+    crawl.closed = True
+    reason = close.get("reason")
+    crawl.close_reason = reason if isinstance(reason, str) else None
+    hosts = close.get("hosts")
+    if not isinstance(hosts, dict):
+        return
+    crawl.summary_source = "close"
+    for name, row in hosts.items():
+        if isinstance(row, dict):
+            counted = crawl.hosts[name].counted if name in crawl.hosts else HostTotals()
+            crawl.summary[name] = _totals_from_close(row, counted)
+
+
+def _totals_from_close(row: dict[str, Any], counted: HostTotals) -> HostTotals:
+    """A close-line row; a field that is missing or malformed falls back to the counted one."""
+
+    def integer(key: str, fallback: int) -> int:
+        value = _integer(row.get(key))
+        return fallback if value is None or value < 0 else value
+
+    def number(key: str, fallback: float | None) -> float | None:
+        value = _number(row.get(key))
+        return fallback if value is None or value < 0 else value
+
+    responses = counted.responses
+    given = row.get("responses")
+    if isinstance(given, dict):
+        responses = Counter(
+            {str(k): n for k, v in given.items() if (n := _integer(v)) is not None and n >= 0}
+        )
+    limit = _integer(row.get("limit"))
+    return HostTotals(
+        requests=integer("requests", counted.requests),
+        responses=responses,
+        failures=integer("failures", counted.failures),
+        throttles=integer("throttles", counted.throttles),
+        pauses=integer("pauses", counted.pauses),
+        paused_seconds=number("paused_seconds", counted.paused_seconds) or 0.0,
+        delay=number("delay", counted.delay),
+        limit=limit if limit is not None and limit >= 0 else counted.limit,
+        best_latency=None
+        if "best_latency" in row and row["best_latency"] is None
+        else number("best_latency", counted.best_latency),
+    )
+
+
+# -- ordering ---------------------------------------------------------------------------
+
+Order = Literal["trouble", "requests", "name"]
+
+
+def order_hosts(crawl: Crawl, by: Order = "trouble") -> list[str]:
+    """Hosts in the order the report shows them.
+
+    ``trouble``: the hosts that pushed back first (paused time, then throttles),
+    then the busiest; ``requests``: the busiest first; ``name``: alphabetical.
+    """
+    names = sorted(set(crawl.hosts) | set(crawl.summary))
+
+    def totals(name: str) -> HostTotals:
+        return crawl.summary.get(name) or crawl.hosts[name].counted
+
+    if by == "name":
+        return names
+    if by == "requests":
+        return sorted(names, key=lambda n: -totals(n).requests)
+    return sorted(
+        names,
+        key=lambda n: (
+            -(totals(n).paused_seconds > 0 or totals(n).throttles > 0),
+            -totals(n).paused_seconds,
+            -totals(n).throttles,
+            -totals(n).requests,
+        ),
+    )
+
+
+def iter_steps(
+    points: list[tuple[float, float]], end: float
+) -> Iterator[tuple[float, float, float]]:
+    """Each step of a step series as (from, to, value), the last one running to ``end``."""
+    for i, (t, value) in enumerate(points):
+        until = points[i + 1][0] if i + 1 < len(points) else max(end, t)
+        yield (t, until, value)

@@ -1,0 +1,785 @@
+"""The crawl report: events to per-host series, and series to one offline HTML page."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
+from scrapy_aimd.report.__main__ import main
+from scrapy_aimd.report.draw import (
+    bin_seconds,
+    downsample_steps,
+    format_clock,
+    format_seconds,
+    group_marks,
+    merge_pauses,
+    nice_ticks,
+    reason_group,
+    rebin,
+    time_ticks,
+)
+from scrapy_aimd.report.series import Crawl, HostSeries, Pause, Throttle, iter_steps, order_hosts
+
+# -- a synthetic crawl ------------------------------------------------------------------
+
+
+@dataclass
+class SimHost:
+    """A host's behaviour for the synthetic crawl: how fast it answers and how it pushes back."""
+
+    name: str
+    latency: float = 0.05
+    #: Requests per second above which the host answers 429 with a Retry-After.
+    rate_limit: float | None = None
+    retry_after: float = 5.0
+    #: From this time on, answers take ``slow_latency``.
+    slow_from: float | None = None
+    slow_latency: float = 1.5
+    #: Chance of a 503, and of a timeout, per request.
+    p503: float = 0.0
+    ptimeout: float = 0.0
+    crawl_delay: float = 0.0
+    #: The narrowest gap the toy controller closes to.
+    min_delay: float = 0.05
+
+
+DEMO_HOSTS = (
+    SimHost("fast.example", latency=0.04),
+    SimHost("ratelimited.example:8443", latency=0.08, rate_limit=4.0, retry_after=6.0),
+    SimHost("slowing.example", latency=0.15, slow_from=60.0),
+    SimHost("flaky.example", latency=0.3, p503=0.06, ptimeout=0.03),
+    SimHost("polite.example", latency=0.1, crawl_delay=2.0),
+)
+
+
+def synthetic_events(
+    hosts: tuple[SimHost, ...] = DEMO_HOSTS, duration: float = 180.0, seed: int = 6
+) -> list[dict[str, Any]]:
+    """An events list as the scheduler writes it, from a toy AIMD controller per host.
+
+    The controller is simpler than the real one; what matters is that every kind of
+    event appears, in the order and with the fields the events file has.
+    """
+    rng = random.Random(seed)
+    events: list[dict[str, Any]] = [
+        {"event": "open", "t": 0.0, "wall": 1_717_000_000.0, "spider": "demo"}
+    ]
+    state = {
+        h.name: {
+            "gap": h.crawl_delay,
+            "limit": 1,
+            "in_flight": 0,
+            "next": rng.uniform(0, 0.5),
+            "paused_until": 0.0,
+            "was_paused": False,
+            "last_decrease": -10.0,
+            "good": 0,
+            "recent": [],
+            "wake": math.inf,
+        }
+        for h in hosts
+    }
+    summary = {
+        h.name: {
+            "requests": 0,
+            "responses": Counter[str](),
+            "failures": 0,
+            "throttles": 0,
+            "pauses": 0,
+            "paused_seconds": 0.0,
+            "best_latency": None,
+        }
+        for h in hosts
+    }
+    by_name = {h.name: h for h in hosts}
+    queue: list[tuple[float, int, str, str, float]] = []
+    order = 0
+
+    def push(t: float, kind: str, name: str, started: float = 0.0) -> None:
+        nonlocal order
+        order += 1
+        heapq.heappush(queue, (t, order, kind, name, started))
+
+    def arm(now: float, at: float, name: str) -> None:
+        """One pending "try" per host: the earliest wins."""
+        s = state[name]
+        if now <= s["wake"] <= at:
+            return
+        s["wake"] = at
+        push(at, "try", name)
+
+    for h in hosts:
+        arm(0.0, float(state[h.name]["next"]), h.name)
+
+    def emit(t: float, event: str, host: str, **fields: Any) -> None:
+        events.append({"t": round(t, 4), "event": event, "host": host, **fields})
+
+    def change(t: float, name: str, before: tuple[float, int]) -> None:
+        s = state[name]
+        if (s["gap"], s["limit"]) != before:
+            emit(t, "change", name, delay=round(s["gap"], 4), limit=s["limit"])
+
+    def throttle(t: float, name: str, reason: str) -> None:
+        s, h = state[name], by_name[name]
+        decreased = t - s["last_decrease"] > 1.0
+        if decreased:
+            s["last_decrease"] = t
+            s["gap"] = min(60.0, max(s["gap"] * 2, 0.25, h.crawl_delay))
+            s["limit"] = max(1, s["limit"] // 2)
+        s["good"] = 0
+        summary[name]["throttles"] += 1
+        emit(
+            t,
+            "throttle",
+            name,
+            reason=reason,
+            delay=round(s["gap"], 4),
+            limit=s["limit"],
+            decreased=decreased,
+        )
+
+    while queue:
+        t, _, kind, name, started = heapq.heappop(queue)
+        if t > duration:
+            break
+        s, h = state[name], by_name[name]
+        if kind == "try":
+            if s["wake"] == t:
+                s["wake"] = math.inf
+            ready = max(s["next"], s["paused_until"])
+            if s["in_flight"] >= s["limit"] or ready > t + 1e-9:
+                if ready > t + 1e-9:
+                    arm(t, ready, name)
+                continue
+            if s["was_paused"]:
+                s["was_paused"] = False
+                emit(t, "resume", name)
+            s["in_flight"] += 1
+            s["next"] = t + s["gap"]
+            s["recent"] = [r for r in s["recent"] if r > t - 1.0] + [t]
+            summary[name]["requests"] += 1
+            emit(t, "start", name, in_flight=s["in_flight"])
+            latency = h.latency * rng.uniform(0.8, 1.4)
+            if h.slow_from is not None and t >= h.slow_from:
+                latency = h.slow_latency * rng.uniform(0.8, 1.3)
+            outcome = "ok"
+            roll = rng.random()
+            if h.rate_limit is not None and len(s["recent"]) > h.rate_limit:
+                outcome = "429"
+            elif roll < h.ptimeout:
+                outcome, latency = "timeout", 3.0
+            elif roll < h.ptimeout + h.p503:
+                outcome = "503"
+            push(t + latency, outcome, name, started=t)
+            arm(t, max(t + s["gap"], t + 0.001), name)
+            continue
+        # a response or a failure
+        s["in_flight"] -= 1
+        before = (s["gap"], s["limit"])
+        if kind == "timeout":
+            summary[name]["failures"] += 1
+            emit(t, "fail", name, error="timeout", timeout=True)
+            throttle(t, name, "timeout")
+        else:
+            status = {"ok": 200, "429": 429, "503": 503}[kind]
+            latency = round(t - started, 4)
+            summary[name]["responses"][f"{status // 100}xx"] += 1
+            emit(t, "response", name, status=status, latency=latency)
+            best = summary[name]["best_latency"]
+            summary[name]["best_latency"] = latency if best is None else min(best, latency)
+            if status == 429:
+                throttle(t, name, "429")
+                until = t + h.retry_after
+                if until > s["paused_until"]:
+                    summary[name]["paused_seconds"] += until - max(t, s["paused_until"])
+                    s["paused_until"] = until
+                    s["was_paused"] = True
+                    summary[name]["pauses"] += 1
+                    emit(t, "pause", name, seconds=h.retry_after, until=round(until, 3))
+            elif status == 503:
+                throttle(t, name, "503")
+            elif h.slow_from is not None and t >= h.slow_from + 1 and rng.random() < 0.3:
+                throttle(t, name, "latency")
+            else:
+                s["good"] += 1
+                if s["good"] >= s["limit"] and s["limit"] < 8:
+                    s["limit"] += 1
+                    s["good"] = 0
+                s["gap"] = max(h.crawl_delay, h.min_delay, round(s["gap"] - 0.05, 4))
+        change(t, name, before)
+        arm(t, t, name)
+    hosts_summary = {
+        name: {
+            **row,
+            "responses": dict(row["responses"]),
+            "paused_seconds": round(row["paused_seconds"], 3),
+            "delay": state[name]["gap"],
+            "limit": state[name]["limit"],
+        }
+        for name, row in summary.items()
+    }
+    events.append({"t": duration, "event": "close", "reason": "finished", "hosts": hosts_summary})
+    return events
+
+
+def many_hosts(count: int) -> tuple[SimHost, ...]:
+    """``count`` hosts cycling through the demo behaviours, each with its own name."""
+    return tuple(
+        SimHost(**{**vars(DEMO_HOSTS[i % len(DEMO_HOSTS)]), "name": f"h{i:02d}.example"})
+        for i in range(count)
+    )
+
+
+def lines(events: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps(e, separators=(",", ":")) + "\n" for e in events]
+
+
+def write(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(lines(events)), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def demo_events() -> list[dict[str, Any]]:
+    return synthetic_events()
+
+
+# -- series -----------------------------------------------------------------------------
+
+
+def test_limit_and_gap_are_step_series_that_record_only_changes() -> None:
+    crawl = read_crawl(
+        lines(
+            [
+                {"event": "open", "t": 0, "wall": 1.0, "spider": "s"},
+                {"t": 0.1, "event": "start", "host": "a", "in_flight": 1},
+                {"t": 0.2, "event": "change", "host": "a", "delay": 0.5, "limit": 1},
+                {"t": 0.3, "event": "change", "host": "a", "delay": 0.5, "limit": 2},
+                {"t": 0.4, "event": "change", "host": "a", "delay": 0.25, "limit": 2},
+                {
+                    "t": 0.9,
+                    "event": "throttle",
+                    "host": "a",
+                    "reason": "503",
+                    "delay": 0.5,
+                    "limit": 1,
+                    "decreased": True,
+                },
+            ]
+        )
+    )
+    host = crawl.hosts["a"]
+    assert host.limit == [(0.2, 1), (0.3, 2), (0.9, 1)]
+    assert host.gap == [(0.2, 0.5), (0.4, 0.25), (0.9, 0.5)]
+    assert host.throttles == [Throttle(0.9, "503", 0.5, 1, True)]
+    assert list(iter_steps(host.gap, 2.0)) == [(0.2, 0.4, 0.5), (0.4, 0.9, 0.25), (0.9, 2.0, 0.5)]
+    assert crawl.spider == "s"
+    assert crawl.wall == 1.0
+    assert crawl.end == 0.9
+
+
+def test_pauses_become_spans_and_count_their_union() -> None:
+    crawl = read_crawl(
+        lines(
+            [
+                {"t": 1.0, "event": "pause", "host": "a", "seconds": 5, "until": 6.0},
+                {"t": 3.0, "event": "pause", "host": "a", "seconds": 5, "until": 8.0},
+                {"t": 8.5, "event": "resume", "host": "a"},
+                {"t": 20.0, "event": "pause", "host": "a", "seconds": 30},  # no until
+            ]
+        )
+    )
+    host = crawl.hosts["a"]
+    assert host.pauses == [Pause(1.0, 6.0, 8.5), Pause(3.0, 8.0, 8.5), Pause(20.0, 50.0)]
+    assert host.counted.pauses == 3
+    assert host.counted.paused_seconds == pytest.approx(7.0 + 30.0)
+    spans = merge_pauses(host.pauses, end=crawl.end)
+    assert [(s.start, s.end, s.pauses, s.cut) for s in spans] == [
+        (1.0, 8.0, 2, False),
+        (20.0, 20.0, 1, True),  # the crawl ended while paused
+    ]
+    assert spans[0].requested == pytest.approx(10.0)
+
+
+def test_rates_and_latency_are_kept_per_second() -> None:
+    crawl = read_crawl(
+        lines(
+            [
+                {"t": 0.1, "event": "start", "host": "a", "in_flight": 1},
+                {"t": 0.2, "event": "start", "host": "a", "in_flight": 2},
+                {"t": 0.5, "event": "response", "host": "a", "status": 200, "latency": 0.3},
+                {"t": 1.5, "event": "response", "host": "a", "status": 404, "latency": 0.1},
+                {"t": 1.6, "event": "fail", "host": "a", "error": "timeout", "timeout": True},
+                {"t": 1.7, "event": "response", "host": "a", "status": 200, "latency": None},
+            ]
+        )
+    )
+    host = crawl.hosts["a"]
+    assert host.started == {0: 2}
+    assert host.responses == {0: 1, 1: 2}
+    assert host.failures == {1: 1}
+    assert host.peak_in_flight == {0: 2}
+    assert host.latency_sum == {0: 0.3, 1: 0.1}
+    assert host.latency_count == {0: 1, 1: 1}
+    counted = host.counted
+    assert (counted.requests, counted.failures, counted.best_latency) == (2, 1, 0.1)
+    assert counted.responses == {"2xx": 2, "4xx": 1}
+    assert host.active == (0.1, 1.7)
+
+
+def test_the_close_line_gives_the_summary() -> None:
+    events = [
+        {"t": 0.1, "event": "start", "host": "a", "in_flight": 1},
+        {
+            "t": 2.0,
+            "event": "close",
+            "reason": "finished",
+            "hosts": {
+                "a": {
+                    "requests": 10,
+                    "responses": {"2xx": 9},
+                    "failures": 1,
+                    "throttles": 2,
+                    "pauses": 1,
+                    "paused_seconds": 4.5,
+                    "delay": 0.3,
+                    "limit": 3,
+                    "best_latency": None,
+                },
+                "robots-only.example": {"requests": 1, "responses": {"2xx": 1}},
+            },
+        },
+    ]
+    crawl = read_crawl(lines(events))
+    assert crawl.closed
+    assert crawl.close_reason == "finished"
+    assert crawl.summary_source == "close"
+    a = crawl.summary["a"]
+    assert (a.requests, a.failures, a.throttles, a.pauses, a.paused_seconds) == (10, 1, 2, 1, 4.5)
+    assert (a.delay, a.limit, a.best_latency) == (0.3, 3, None)
+    assert crawl.summary["robots-only.example"].requests == 1
+    assert "robots-only.example" in order_hosts(crawl)
+
+
+def test_a_malformed_close_field_falls_back_to_the_counted_value() -> None:
+    events = [
+        {"t": 0.1, "event": "start", "host": "a", "in_flight": 1},
+        {"t": 0.2, "event": "response", "host": "a", "status": 200, "latency": 0.2},
+        {"t": 2.0, "event": "close", "hosts": {"a": {"requests": "many", "limit": 2.5}}},
+    ]
+    a = read_crawl(lines(events)).summary["a"]
+    assert (a.requests, a.limit, a.best_latency) == (1, None, 0.2)
+    assert a.responses == {"2xx": 1}
+
+
+def test_without_a_close_line_the_summary_is_counted(demo_events: list[dict[str, Any]]) -> None:
+    killed = lines(demo_events[: len(demo_events) // 2])
+    killed[-1] = killed[-1][:17]  # killed mid-line
+    crawl = read_crawl(killed)
+    assert not crawl.closed
+    assert crawl.summary_source == "events"
+    assert crawl.bad_lines == 1
+    assert crawl.last_line_partial
+    assert crawl.bad_line_numbers == [len(killed)]
+    full = read_crawl(lines(demo_events))
+    for name, totals in crawl.summary.items():
+        assert totals is crawl.hosts[name].counted
+        assert 0 < totals.requests <= full.summary[name].requests
+    # Counting the whole file gives what the close line says.
+    for name, host in full.hosts.items():
+        closed = full.summary[name]
+        assert host.counted.requests == closed.requests
+        assert host.counted.responses == closed.responses
+        assert host.counted.throttles == closed.throttles
+        assert host.counted.pauses == closed.pauses
+        assert host.counted.paused_seconds == pytest.approx(closed.paused_seconds, abs=0.01)
+
+
+GARBAGE = [
+    "not json at all\n",
+    "[1, 2, 3]\n",
+    '{"event": "start", "host": "a"}\n',  # no time
+    '{"t": "soon", "event": "start", "host": "a"}\n',
+    '{"t": -1, "event": "start", "host": "a"}\n',
+    '{"t": NaN, "event": "start", "host": "a"}\n',
+    '{"t": 1, "event": 5}\n',
+    '{"t": 1, "event": "start"}\n',  # a host event without a host
+    '{"t": 1, "event": "start", "host": ""}\n',
+    '{"t": 1, "event": "pause", "host": "a"}\n',  # a pause without its length
+    "\x00\xff\ufffd garbage\n",
+]
+
+
+def test_unreadable_lines_are_counted_and_the_rest_is_kept() -> None:
+    good = '{"t": 2, "event": "start", "host": "a", "in_flight": true}\n'
+    crawl = read_crawl(["\n", *GARBAGE, good, "   \n"])
+    assert crawl.bad_lines == len(GARBAGE)
+    assert crawl.bad_line_numbers == [2, 3, 4, 5, 12]  # the first ones and the last
+    assert not crawl.last_line_partial
+    assert crawl.hosts["a"].counted.requests == 1
+    assert crawl.hosts["a"].peak_in_flight == {}  # a bool is not a number
+
+
+def test_unknown_events_and_odd_fields_do_not_break_reading() -> None:
+    crawl = read_crawl(
+        lines(
+            [
+                {"t": 1, "event": "robots", "host": "a", "status": 200},
+                {"t": 2, "event": "robots", "host": "a"},
+                {"t": 3, "event": "throttle", "host": "a", "reason": None, "delay": "x"},
+                {"t": 3.5, "event": "throttle", "host": "a", "reason": 429, "limit": True},
+                {"t": 4, "event": "change", "host": "a", "delay": -1, "limit": 1.5},
+                {"t": 5, "event": "response", "host": "a", "status": "200"},
+                {"t": 6, "event": "resume", "host": "b"},
+                {"t": 7, "event": "open", "wall": "yesterday", "spider": 3},
+                {"t": 8, "event": "close", "hosts": "not a dict"},
+            ]
+        )
+    )
+    assert crawl.bad_lines == 0
+    assert crawl.unknown_events == {"robots": 2}
+    a = crawl.hosts["a"]
+    assert [(th.reason, th.delay, th.limit) for th in a.throttles] == [
+        ("unknown", None, None),
+        ("429", None, None),
+    ]
+    assert a.limit == []
+    assert a.gap == []
+    assert a.counted.responses == {"?": 1}
+    assert crawl.closed
+    assert crawl.summary_source == "events"
+    assert crawl.end == 8
+    assert crawl.spider is None
+    assert crawl.wall is None
+
+
+def test_an_empty_file_reads_as_an_empty_crawl(tmp_path: Path) -> None:
+    crawl = read_events(write(tmp_path / "empty.jsonl", []))
+    assert (crawl.lines, crawl.hosts, crawl.closed, crawl.end) == (0, {}, False, 0.0)
+
+
+def test_hosts_are_ordered_by_trouble_requests_or_name(demo_events: list[dict[str, Any]]) -> None:
+    crawl = read_crawl(lines(demo_events))
+    trouble = order_hosts(crawl)
+    assert trouble[0] == "ratelimited.example:8443"  # the only one paused
+    assert trouble[-1] in ("fast.example", "polite.example")  # never throttled
+    by_requests = order_hosts(crawl, "requests")
+    requests = [crawl.summary[n].requests for n in by_requests]
+    assert requests == sorted(requests, reverse=True)
+    assert order_hosts(crawl, "name") == sorted(crawl.hosts)
+
+
+# -- geometry ---------------------------------------------------------------------------
+
+
+def test_downsampling_keeps_every_spike_and_bounds_the_points() -> None:
+    points = [(i / 100, float(i % 7)) for i in range(100_000)]
+    points[54_321] = (543.21, 99.0)
+    down = downsample_steps(points, end=1000.0, bins=400)
+    assert len(down) <= 4 * 400
+    assert (543.21, 99.0) in down
+    assert down[0] == points[0]
+    assert down[-1] == points[-1]
+    assert [t for t, _ in down] == sorted(t for t, _ in down)
+    short = points[:10]
+    assert downsample_steps(short, end=1000.0, bins=400) == short
+
+
+def test_ticks_bins_and_labels() -> None:
+    assert nice_ticks(7) == [0, 2.5, 5, 7.5]
+    assert nice_ticks(0) == [0, 0.5, 1.0]
+    assert nice_ticks(0.3) == [0, 0.1, 0.2, 0.3]
+    assert time_ticks(180) == [0, 30, 60, 90, 120, 150, 180]
+    assert time_ticks(7200)[:3] == [0, 900, 1800]
+    assert len(time_ticks(10 * 86400)) <= 9
+    assert bin_seconds(180, 290) == 1
+    assert bin_seconds(3600, 290) == 15
+    assert rebin({0: 1, 1: 2, 5: 4}, 2, 6) == [3, 0, 4]
+    assert rebin({0: 1, 1: 3}, 2, 1, combine=max) == [3]
+    assert [format_clock(t) for t in (0, 45, 125, 3725)] == ["0s", "45s", "2:05", "1:02:05"]
+    assert format_clock(12.34, precise=True) == "12.3s"
+    assert format_clock(61.25, precise=True) == "1:01.3"
+    assert [format_seconds(v) for v in (None, 0, 0.25, 1.5, 42)] == [
+        "-",
+        "0",
+        "250ms",
+        "1.5s",
+        "42s",
+    ]
+
+
+def test_reasons_fall_into_groups_with_their_own_shape() -> None:
+    groups = {
+        r: reason_group(r).key
+        for r in ("429", "503", "502", "timeout", "latency", "404", "ConnectionRefusedError", "")
+    }
+    assert groups == {
+        "429": "429",
+        "503": "5xx",
+        "502": "5xx",
+        "timeout": "timeout",
+        "latency": "latency",
+        "404": "other",
+        "ConnectionRefusedError": "other",
+        "": "other",
+    }
+
+
+def test_nearby_throttles_share_a_mark() -> None:
+    throttles = [
+        Throttle(t, r, 1.0, 1, t < 1)
+        for t, r in ((0.1, "429"), (0.2, "429"), (0.3, "503"), (0.4, "502"), (5.0, "429"))
+    ]
+    marks = group_marks(throttles, width=1.0)
+    assert [(m.group.key, m.count, m.decreased) for m in marks] == [
+        ("429", 2, True),
+        ("5xx", 2, True),
+        ("429", 1, False),
+    ]
+    assert marks[1].reasons == {"503": 1, "502": 1}
+    assert [m.at for m in marks] == [0.5, 0.5, 5.5]
+
+
+# -- the page ---------------------------------------------------------------------------
+
+
+def test_the_page_shows_every_host_its_marks_and_the_table(
+    demo_events: list[dict[str, Any]],
+) -> None:
+    crawl = read_crawl(lines(demo_events))
+    page = render_html(crawl, ReportOptions(source="events.jsonl"))
+    assert page.startswith("<!DOCTYPE html>")
+    sections = re.findall(r'<section class="host" id="(host-\d+)" data-host="([^"]+)"', page)
+    assert [host for _, host in sections] == order_hosts(crawl)
+    for anchor, host in sections:
+        assert f'<a href="#{anchor}">{host}</a>' in page  # the table links to the chart
+    for reason in ("429", "5xx", "timeout", "latency"):
+        assert f'class="mark mark-{reason}"' in page
+    assert page.count('<g class="pause">') >= 2  # in the overview and in the host chart
+    assert 'class="limit"' in page
+    assert 'class="gap"' in page
+    table = page[page.index('<section id="summary">') :]
+    table = table[: table.index("</section>")]
+    for name, totals in crawl.summary.items():
+        assert f"{name}</a></th><td>{totals.requests:,}</td>" in table
+    assert "from the crawl&#x27;s close line" in table or "from the crawl's close line" in table
+    assert "Crawl of demo" in page
+    assert "opened 2024-05-29" in page
+    assert '<aside class="notes"' not in page  # a clean file has nothing to warn about
+
+
+def test_the_page_fetches_nothing(demo_events: list[dict[str, Any]]) -> None:
+    page = render_html(read_crawl(lines(demo_events)))
+    assert "<script" not in page
+    assert "<link" not in page
+    assert "@import" not in page
+    assert "url(" not in page
+    # The only URL is the SVG namespace, which is a name and never fetched.
+    assert set(re.findall(r"(?:https?:)?//[^\s\"'<>)]+", page)) == {"http://www.w3.org/2000/svg"}
+    assert "default-src 'none'" in page
+
+
+def test_host_names_are_escaped() -> None:
+    name = '<img src=x onerror="alert(1)">&.example'
+    events = [
+        {"t": 0.1, "event": "start", "host": name, "in_flight": 1},
+        {"t": 0.2, "event": "throttle", "host": name, "reason": "<b>", "delay": 1, "limit": 1},
+    ]
+    page = render_html(read_crawl(lines(events)), ReportOptions(title="<i>x</i>"))
+    assert "<img" not in page
+    assert "<b>" not in page
+    assert "<i>x</i>" not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;&amp;.example" in page
+
+
+def test_a_killed_crawl_with_garbage_still_renders_and_says_so(
+    demo_events: list[dict[str, Any]],
+) -> None:
+    killed = lines(demo_events[:-1])[:3000]
+    killed[1500:1500] = [*GARBAGE, '{"t": 9, "event": "robots_txt", "host": "a"}\n']
+    killed[-1] = killed[-1][:10]
+    page = render_html(read_crawl(killed))
+    notes = page[page.index('<aside class="notes"') :]
+    notes = notes[: notes.index("</aside>")]
+    assert "no <code>close</code> line" in notes
+    assert f"{len(GARBAGE) + 1} lines were not readable" in notes
+    assert "(lines 1501, 1502, 1503, 1504, ..., 3012)." in notes
+    assert "The last line is incomplete." in notes
+    assert "<code>robots_txt</code> \N{MULTIPLICATION SIGN}1" in notes
+    assert "counted from the events" in page
+    assert "<strong>not closed</strong>" in page
+
+
+def test_an_empty_crawl_renders_a_page_that_says_so() -> None:
+    page = render_html(read_crawl([]))
+    assert "The events file is empty" in page
+    assert page.rstrip().endswith("</html>")
+    page = render_html(read_crawl(['{"event": "open", "t": 0, "spider": "s"}\n']))
+    assert "Crawl of s" in page
+    assert '<section class="host"' not in page
+
+
+def test_a_state_that_never_changed_is_drawn_from_the_close_line() -> None:
+    events = [
+        {"t": 1.0, "event": "start", "host": "steady", "in_flight": 1},
+        {"t": 1.0, "event": "start", "host": "unknown", "in_flight": 1},
+        {"t": 9.0, "event": "close", "hosts": {"steady": {"delay": 0.5, "limit": 4}}},
+    ]
+    page = render_html(read_crawl(lines(events)), ReportOptions(order="name"))
+    steady = page[page.index('<section class="host" id="host-0" data-host="steady"') :]
+    steady = steady[: steady.index("</section>")]
+    assert 'class="limit from-close" d="M' in steady
+    assert 'class="gap from-close" d="M' in steady
+    assert "no change recorded; the value at the end of the crawl" in steady
+    unknown = page[page.index('<section class="host" id="host-1" data-host="unknown"') :]
+    assert "no limit recorded" in unknown
+    assert "no gap recorded" in unknown
+
+
+def test_hosts_beyond_the_limit_are_in_the_table_only() -> None:
+    events = synthetic_events(many_hosts(12), duration=20.0)
+    crawl = read_crawl(lines(events))
+    page = render_html(crawl, ReportOptions(max_hosts=5, order="name"))
+    assert page.count('<section class="host"') == 5
+    assert "Only the first 5 hosts are drawn; 7 more are in the table" in page
+    assert all(f">{name}</a></th>" in page for name in crawl.hosts)
+
+
+def test_a_dozen_hosts_and_many_events_make_a_small_page() -> None:
+    events = synthetic_events(many_hosts(12), duration=90.0, seed=1)
+    assert len(events) > 10_000
+    crawl = read_crawl(lines(events))
+    page = render_html(crawl)
+    assert page.count('<section class="host"') == 12
+    assert len(page) < 1_000_000
+
+
+def busy_host(name: str, events: int, end: float) -> HostSeries:
+    """A host with a change, a throttle and a pause every few milliseconds, built directly."""
+    rng = random.Random(events)
+    host = HostSeries(name)
+    step = end / events
+    for i in range(events):
+        t = i * step
+        host.set_gap(t, rng.random() * 10)
+        host.set_limit(t, rng.randint(1, 32))
+        reason = rng.choice(("429", "503", "timeout", "latency", "ConnectError"))
+        host.throttles.append(Throttle(t, reason, 1.0, 1, rng.random() < 0.5))
+        if i % 3 == 0:
+            host.add_pause(t, t + rng.random() * step * 2)
+        second = int(t)
+        host.started[second] += 1
+        host.responses[second] += 1
+        host.failures[second] += i % 2
+        host.peak_in_flight[second] = 8
+        host.latency_sum[second] = host.latency_sum.get(second, 0.0) + 0.2
+        host.latency_count[second] += 1
+    host.first_t, host.last_t = 0.0, end
+    return host
+
+
+@pytest.mark.parametrize("end", [60.0, 36_000.0])
+def test_the_page_grows_with_pixels_not_events(end: float) -> None:
+    """However many events a host has, its drawing has a bounded size."""
+    sizes = []
+    for events in (20_000, 80_000):
+        crawl = Crawl(end=end, closed=True)
+        crawl.hosts["busy.example"] = busy_host("busy.example", events, end)
+        crawl.summary = {"busy.example": crawl.hosts["busy.example"].counted}
+        sizes.append(len(render_html(crawl)))
+    assert sizes[1] < 600_000
+    assert sizes[1] < 1.15 * sizes[0]
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def test_the_command_writes_the_page(
+    tmp_path: Path, demo_events: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    out = tmp_path / "out" / "report.html"
+    out.parent.mkdir()
+    assert main([str(events), "-o", str(out), "--order", "name", "--title", "Demo"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "<title>Demo</title>" in page
+    assert "Drawn from crawl.jsonl" in page
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert main([str(events)]) == 0  # next to the events file by default
+    assert (tmp_path / "crawl.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_command_explains_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "x.html")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_the_command_never_overwrites_the_events_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = write(tmp_path / "crawl.html", synthetic_events(DEMO_HOSTS[:1], duration=5.0))
+    before = events.read_bytes()
+    assert main([str(events)]) == 1
+    assert "is the events file" in capsys.readouterr().err
+    assert events.read_bytes() == before
+
+
+def test_the_command_writes_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    events = write(tmp_path / "e.jsonl", synthetic_events(DEMO_HOSTS[:1], duration=5.0))
+    assert main([str(events), "-o", "-"]) == 0
+    assert capsys.readouterr().out.startswith("<!DOCTYPE html>")
+    assert not (tmp_path / "e.html").exists()
+
+
+def test_png_without_matplotlib_is_skipped_with_a_message(
+    tmp_path: Path,
+    demo_events: list[dict[str, Any]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("scrapy_aimd.report.png.have_matplotlib", lambda: False)
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    png = tmp_path / "crawl.png"
+    assert main([str(events), "-o", str(tmp_path / "crawl.html"), "--png", str(png)]) == 0
+    assert "no PNG written: --png needs matplotlib" in capsys.readouterr().err
+    assert not png.exists()
+    assert (tmp_path / "crawl.html").exists()
+
+
+def test_png_with_matplotlib(tmp_path: Path, demo_events: list[dict[str, Any]]) -> None:
+    pytest.importorskip("matplotlib")
+    events = write(tmp_path / "crawl.jsonl", demo_events)
+    png = tmp_path / "crawl.png"
+    assert main([str(events), "-o", str(tmp_path / "crawl.html"), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_module_runs_without_scrapy(tmp_path: Path) -> None:
+    events = write(tmp_path / "e.jsonl", synthetic_events(DEMO_HOSTS[:2], duration=10.0))
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['x', {str(events)!r}, '-o', {str(tmp_path / 'e.html')!r}]\n"
+        "try:\n"
+        "    runpy.run_module('scrapy_aimd.report', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "assert 'scrapy' not in sys.modules\n"
+        "assert 'twisted' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+    assert (tmp_path / "e.html").stat().st_size > 10_000
