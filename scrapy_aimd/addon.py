@@ -1,0 +1,96 @@
+"""``scrapy_aimd.Addon``: the one line a user adds to ``settings.py``.
+
+``ADDONS = {"scrapy_aimd.Addon": 500}`` sets the scheduler, the feedback
+middleware, the fingerprinter and the duplicate filter, and switches off what
+would fight them: AutoThrottle, the downloader's own per-slot delay, and a
+per-domain concurrency below the controller's maximum. The user's
+``DOWNLOAD_DELAY`` and ``CONCURRENT_REQUESTS_PER_DOMAIN`` are not lost: they
+become ``AIMD_MIN_DELAY`` and ``AIMD_MAX_CONCURRENCY`` unless those are set.
+Every change is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from scrapy.settings import SETTINGS_PRIORITIES
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+MIDDLEWARE = "scrapy_aimd.middleware.AimdDownloaderMiddleware"
+MIDDLEWARE_PRIORITY = 950
+ROBOTS_MIDDLEWARE = "scrapy_aimd.robots.RobotsTxtMiddleware"
+SCRAPY_ROBOTS_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+COMPONENTS = {
+    "SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler",
+    "REQUEST_FINGERPRINTER_CLASS": "scrapy_aimd.fingerprint.AimdRequestFingerprinter",
+    "DUPEFILTER_CLASS": "scrapy_aimd.dupefilter.AimdDupeFilter",
+}
+
+
+class Addon:
+    """Enables scrapy-aimd in a Scrapy project or spider."""
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        changes: list[str] = []
+
+        def force(name: str, value: Any) -> None:
+            """Set a value that must win over the project's and the spider's."""
+            if settings.get(name) == value:
+                return
+            changes.append(f"{name}={value!r} (was {settings.get(name)!r})")
+            priority = max(SETTINGS_PRIORITIES["addon"], settings.getpriority(name) or 0)
+            settings.set(name, value, priority=priority)
+
+        def carry(source: str, target: str) -> None:
+            """Keep the user's value of a setting that is about to be switched off."""
+            if settings.get(target) is None:
+                settings.set(target, settings.get(source), priority="addon")
+
+        for name, path in COMPONENTS.items():
+            force(name, path)
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        if MIDDLEWARE not in middlewares:
+            settings.set(
+                "DOWNLOADER_MIDDLEWARES",
+                {**middlewares, MIDDLEWARE: MIDDLEWARE_PRIORITY},
+                priority=max(
+                    SETTINGS_PRIORITIES["addon"],
+                    settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
+                ),
+            )
+            changes.append(f"DOWNLOADER_MIDDLEWARES += {MIDDLEWARE}: {MIDDLEWARE_PRIORITY}")
+
+        carry("DOWNLOAD_DELAY", "AIMD_MIN_DELAY")
+        carry("CONCURRENT_REQUESTS_PER_DOMAIN", "AIMD_MAX_CONCURRENCY")
+        force("DOWNLOAD_DELAY", 0.0)
+        force("AUTOTHROTTLE_ENABLED", False)
+        # The downloader must never queue what the scheduler lets start.
+        per_domain = max(
+            settings.getint("CONCURRENT_REQUESTS"),
+            settings.getint("AIMD_MAX_CONCURRENCY"),
+        )
+        if settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") < per_domain:
+            force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain)
+        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+            force("CONCURRENT_REQUESTS_PER_IP", 0)
+
+        if settings.getbool("ROBOTSTXT_OBEY"):
+            middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+            if middlewares.get(ROBOTS_MIDDLEWARE) is None:
+                settings.set(
+                    "DOWNLOADER_MIDDLEWARES",
+                    {**middlewares, SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100},
+                    priority=max(
+                        SETTINGS_PRIORITIES["addon"],
+                        settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
+                    ),
+                )
+                changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
+
+        if changes:
+            logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))
