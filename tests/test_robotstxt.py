@@ -14,7 +14,7 @@ from scrapy_aimd.robotstxt import (
     parse_rules,
 )
 
-O = "http://a.test"
+ORIGIN = "http://a.test"
 UA = "aimdbot"
 RULES = b"User-agent: *\nDisallow: /private\nCrawl-delay: 2.5\nSitemap: http://a.test/s.xml\n"
 
@@ -41,45 +41,45 @@ def test_status_outcomes(status: int | None, outcome: Outcome) -> None:
 
 def test_unknown_origin_waits_and_needs_a_fetch() -> None:
     book = RobotsBook()
-    assert book.verdict(O, f"{O}/", UA) is Verdict.WAIT
-    assert book.needs_fetch(O, 0.0)
-    book.started(O)
-    assert not book.needs_fetch(O, 0.0)  # one fetch at a time
+    assert book.verdict(ORIGIN, f"{ORIGIN}/", UA) is Verdict.WAIT
+    assert book.needs_fetch(ORIGIN, 0.0)
+    book.started(ORIGIN)
+    assert not book.needs_fetch(ORIGIN, 0.0)  # one fetch at a time
 
 
 def test_rules_allow_deny_and_crawl_delay() -> None:
     book = RobotsBook()
-    book.started(O)
-    result = book.fetched(O, 0.0, 200, RULES, UA)
+    book.started(ORIGIN)
+    result = book.fetched(ORIGIN, 0.0, 200, RULES, UA)
     assert result.settled and result.crawl_delay == 2.5 and not result.crawl_delay_capped
-    assert book.verdict(O, f"{O}/public", UA) is Verdict.ALLOW
-    assert book.verdict(O, f"{O}/private/x", UA) is Verdict.DENY
-    assert book.state(O).sitemaps == ["http://a.test/s.xml"]
+    assert book.verdict(ORIGIN, f"{ORIGIN}/public", UA) is Verdict.ALLOW
+    assert book.verdict(ORIGIN, f"{ORIGIN}/private/x", UA) is Verdict.DENY
+    assert book.state(ORIGIN).sitemaps == ["http://a.test/s.xml"]
 
 
 def test_404_allows_everything() -> None:
     book = RobotsBook()
-    book.started(O)
-    result = book.fetched(O, 0.0, 404, b"User-agent: *\nDisallow: /\n", UA)
+    book.started(ORIGIN)
+    result = book.fetched(ORIGIN, 0.0, 404, b"User-agent: *\nDisallow: /\n", UA)
     assert result.settled and result.crawl_delay is None
-    assert book.verdict(O, f"{O}/anything", UA) is Verdict.ALLOW
+    assert book.verdict(ORIGIN, f"{ORIGIN}/anything", UA) is Verdict.ALLOW
 
 
 def test_503_waits_with_backoff_then_rules() -> None:
     book = RobotsBook(RobotsConfig(retries=3, backoff=2.0))
-    book.started(O)
-    first = book.fetched(O, 10.0, 503, b"Disallow: /", UA)
+    book.started(ORIGIN)
+    first = book.fetched(ORIGIN, 10.0, 503, b"Disallow: /", UA)
     assert not first.settled and first.retry_at == 12.0
-    assert book.verdict(O, f"{O}/", UA) is Verdict.WAIT  # an error page is not rules
-    assert not book.needs_fetch(O, 11.9)
-    assert book.needs_fetch(O, 12.0)
-    book.started(O)
-    second = book.fetched(O, 12.0, 503, b"", UA)
+    assert book.verdict(ORIGIN, f"{ORIGIN}/", UA) is Verdict.WAIT  # an error page is not rules
+    assert not book.needs_fetch(ORIGIN, 11.9)
+    assert book.needs_fetch(ORIGIN, 12.0)
+    book.started(ORIGIN)
+    second = book.fetched(ORIGIN, 12.0, 503, b"", UA)
     assert second.retry_at == 16.0  # doubled
-    book.started(O)
-    third = book.fetched(O, 16.0, 200, RULES, UA)
+    book.started(ORIGIN)
+    third = book.fetched(ORIGIN, 16.0, 200, RULES, UA)
     assert third.settled
-    assert book.verdict(O, f"{O}/private", UA) is Verdict.DENY
+    assert book.verdict(ORIGIN, f"{ORIGIN}/private", UA) is Verdict.DENY
 
 
 def test_unreachable_after_retries_denies_the_origin() -> None:
@@ -87,42 +87,43 @@ def test_unreachable_after_retries_denies_the_origin() -> None:
     now = 0.0
     results = []
     for _ in range(3):
-        assert book.needs_fetch(O, now)
-        book.started(O)
-        results.append(book.fetched(O, now, None, b"", UA))
+        assert book.needs_fetch(ORIGIN, now)
+        book.started(ORIGIN)
+        results.append(book.fetched(ORIGIN, now, None, b"", UA))
         now += 10
     assert [r.settled for r in results] == [False, False, True]
-    assert book.verdict(O, f"{O}/", UA) is Verdict.DENY
-    assert not book.needs_fetch(O, now)
-    assert book.needs_fetch(O, now + 24 * 3600)  # tried again once the cache expires
+    assert book.verdict(ORIGIN, f"{ORIGIN}/", UA) is Verdict.DENY
+    assert not book.needs_fetch(ORIGIN, now)
+    assert book.needs_fetch(ORIGIN, now + 24 * 3600)  # tried again once the cache expires
 
 
 def test_stale_rules_are_refetched_and_kept_while_the_refetch_fails() -> None:
     book = RobotsBook(RobotsConfig(max_age=100.0, retries=1))
-    book.started(O)
-    book.fetched(O, 0.0, 200, RULES, UA)
-    assert not book.needs_fetch(O, 99.0)
-    assert book.needs_fetch(O, 100.0)
-    book.started(O)
-    book.fetched(O, 100.0, 500, b"", UA)
-    assert book.verdict(O, f"{O}/private", UA) is Verdict.DENY  # old rules in force
-    assert book.verdict(O, f"{O}/ok", UA) is Verdict.ALLOW
-    book.started(O)
-    book.fetched(O, 110.0, 500, b"", UA)  # retries spent: still the old rules
-    assert book.verdict(O, f"{O}/ok", UA) is Verdict.ALLOW
+    book.started(ORIGIN)
+    book.fetched(ORIGIN, 0.0, 200, RULES, UA)
+    assert not book.needs_fetch(ORIGIN, 99.0)
+    assert book.needs_fetch(ORIGIN, 100.0)
+    book.started(ORIGIN)
+    book.fetched(ORIGIN, 100.0, 500, b"", UA)
+    assert book.verdict(ORIGIN, f"{ORIGIN}/private", UA) is Verdict.DENY  # old rules in force
+    assert book.verdict(ORIGIN, f"{ORIGIN}/ok", UA) is Verdict.ALLOW
+    book.started(ORIGIN)
+    book.fetched(ORIGIN, 110.0, 500, b"", UA)  # retries spent: still the old rules
+    assert book.verdict(ORIGIN, f"{ORIGIN}/ok", UA) is Verdict.ALLOW
 
 
 def test_crawl_delay_is_capped() -> None:
     book = RobotsBook(RobotsConfig(max_crawl_delay=60.0))
-    book.started(O)
-    result = book.fetched(O, 0.0, 200, b"User-agent: *\nCrawl-delay: 3600\n", UA)
+    book.started(ORIGIN)
+    result = book.fetched(ORIGIN, 0.0, 200, b"User-agent: *\nCrawl-delay: 3600\n", UA)
     assert result.crawl_delay == 60.0 and result.crawl_delay_capped
 
 
 def test_non_numeric_crawl_delay_is_ignored() -> None:
     book = RobotsBook()
-    book.started(O)
-    assert book.fetched(O, 0.0, 200, b"User-agent: *\nCrawl-delay: soon\n", UA).crawl_delay is None
+    book.started(ORIGIN)
+    result = book.fetched(ORIGIN, 0.0, 200, b"User-agent: *\nCrawl-delay: soon\n", UA)
+    assert result.crawl_delay is None
 
 
 def test_only_the_first_500_kib_count() -> None:
@@ -131,8 +132,8 @@ def test_only_the_first_500_kib_count() -> None:
     assert not rules.can_fetch("http://x/a", UA)
     assert rules.can_fetch("http://x/b", UA)
     book = RobotsBook()
-    book.started(O)
-    assert book.fetched(O, 0.0, 200, body, UA).truncated
+    book.started(ORIGIN)
+    assert book.fetched(ORIGIN, 0.0, 200, body, UA).truncated
 
 
 def test_garbage_is_ignored_line_by_line() -> None:

@@ -1,0 +1,117 @@
+"""Real crawls with scrapy-aimd against local sites that push back.
+
+Each test starts a farm of hosts on 127.0.0.x (a separate process), crawls it
+with ``scrapy_aimd.Addon`` in another process, and checks what the sites saw in
+their request logs. Timing assertions are orderings and generous bounds: the
+machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from crawling import AIMD, CrawlResult, run_crawl
+
+from scrapy_aimd.sitefarm import HostSpec, start_farm, summarize
+
+
+def crawl_farm(
+    specs: list[HostSpec], tmp_path: Path, settings: dict[str, Any] | None = None
+) -> tuple[CrawlResult, list[dict[str, Any]]]:
+    with start_farm(specs, max_seconds=300) as farm:
+        result = run_crawl(
+            [url + "/" for url in farm.urls.values()],
+            tmp_path / "crawl",
+            {**AIMD, **(settings or {})},
+        )
+        log = farm.read_log()
+    assert result.stats.get("aimd/in_flight_at_close") == 0
+    return result, log
+
+
+def pages(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
+    return [r for r in log if r["host"] == host and r["reason"] != "robots"]
+
+
+def assert_all_pages(log: list[dict[str, Any]], specs: list[HostSpec]) -> None:
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+
+
+def test_retry_after_pauses_one_host_while_others_go_on(tmp_path: Path) -> None:
+    specs = [
+        HostSpec(name="paused", pages=8, pause_first=3.0, pause_retry_after=3),
+        HostSpec(name="fast", pages=80, latency=0.05),
+    ]
+    result, log = crawl_farm(specs, tmp_path)
+    assert_all_pages(log, specs)
+    paused = pages(log, "paused")
+    first_429 = next(r for r in paused if r["status"] == 429)
+    pause_end = first_429["finished"] + 3.0
+    later = [r for r in paused if r["arrived"] > first_429["arrived"]]
+    assert later, "the paused host was never asked again"
+    assert min(r["arrived"] for r in later) >= pause_end - 0.01
+    during = [r for r in pages(log, "fast") if first_429["finished"] < r["arrived"] < pause_end]
+    assert len(during) >= 5, "the fast host waited for the paused one"
+    assert result.stats.get("aimd/pauses", 0) >= 1
+
+
+def test_capacity_host_converges_without_losing_pages(tmp_path: Path) -> None:
+    specs = [HostSpec(name="narrow", pages=60, latency=0.1, capacity=2)]
+    _result, log = crawl_farm(specs, tmp_path, {"AIMD_MAX_CONCURRENCY": 8})
+    assert_all_pages(log, specs)
+    requests = pages(log, "narrow")
+    refused = [r for r in requests if r["status"] == 503]
+    assert len(refused) <= 0.15 * len(requests), f"{len(refused)} 503s of {len(requests)}"
+    served = [r for r in requests if r["status"] == 200]
+    assert max(r["in_flight"] for r in served) == 2, "never used the host's capacity"
+
+
+def test_token_bucket_host_gets_its_rate_with_few_429s(tmp_path: Path) -> None:
+    rate = 8.0
+    specs = [HostSpec(name="bucket", pages=80, rate=rate, burst=1, latency=0.01)]
+    _, log = crawl_farm(specs, tmp_path)
+    assert_all_pages(log, specs)
+    requests = pages(log, "bucket")
+    limited = [r for r in requests if r["status"] == 429]
+    assert len(limited) <= 0.05 * len(requests), f"{len(limited)} 429s of {len(requests)}"
+    span = requests[-1]["arrived"] - requests[0]["arrived"]
+    achieved = len(requests) / span
+    assert achieved >= 0.6 * rate, f"{achieved:.1f} requests/s against a limit of {rate}"
+
+
+def test_slow_host_does_not_slow_a_fast_one(tmp_path: Path) -> None:
+    specs = [
+        HostSpec(name="slow", pages=12, latency=1.0),
+        HostSpec(name="fast", pages=100, latency=0.02),
+    ]
+    _, log = crawl_farm(specs, tmp_path, {"CONCURRENT_REQUESTS": 4, "AIMD_MAX_CONCURRENCY": 2})
+    assert_all_pages(log, specs)
+    fast_done = max(r["finished"] for r in pages(log, "fast"))
+    slow_done = max(r["finished"] for r in pages(log, "slow"))
+    start = min(r["arrived"] for r in log)
+    # The slow host needs at least 6 s at its limit of 2; the fast one about 2 s.
+    assert fast_done - start < 0.6 * (slow_done - start)
+
+
+def test_concurrency_grows_from_one_and_the_global_cap_holds(tmp_path: Path) -> None:
+    specs = [HostSpec(name="healthy", pages=150, latency=0.1)]
+    _, log = crawl_farm(specs, tmp_path, {"CONCURRENT_REQUESTS": 4, "AIMD_MAX_CONCURRENCY": 16})
+    assert_all_pages(log, specs)
+    requests = pages(log, "healthy")
+    assert [r["in_flight"] for r in requests[:2]] == [1, 1], "did not start at one"
+    assert max(r["in_flight"] for r in requests) == 4, "grew past CONCURRENT_REQUESTS or not at all"
+
+
+def test_engine_is_woken_when_a_host_becomes_ready(tmp_path: Path) -> None:
+    """A 1.5 s gap: without the scheduler's wake-up the engine would only ask
+    again on its 5 s heartbeat."""
+    specs = [HostSpec(name="gap", pages=4, links_per_page=1)]
+    _, log = crawl_farm(specs, tmp_path, {"AIMD_MIN_DELAY": 1.5})
+    arrivals = [r["arrived"] for r in pages(log, "gap")]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    assert len(gaps) >= 4
+    assert min(gaps) >= 1.5 - 0.01
+    assert max(gaps) < 3.5, gaps
