@@ -123,6 +123,8 @@ class AimdDownloaderMiddleware:
         return seconds
 
     def _requeue(self, request: Request, reason: str) -> Request | None:
+        if request.meta.get("dont_retry"):
+            return None
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
         if tries >= self.max_throttle_retries:
             self.stats.inc_value("aimd/requeue/gave_up")

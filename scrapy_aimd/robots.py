@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -44,6 +45,10 @@ ROBOTS_SETTINGS = (
 ROBOTS_META = "aimd_robots_origin"
 #: RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS = 5
+#: Added to a Crawl-delay: the gap is kept between request starts, and the
+#: server sees an earlier request late by its connection setup, so arrivals can
+#: be closer than starts by that much.
+CRAWL_DELAY_MARGIN = 0.05
 
 
 class RobotsListener(Protocol):
@@ -142,11 +147,9 @@ class RobotsTxtMiddleware:
             meta={
                 ROBOTS_META: origin,
                 "dont_obey_robotstxt": True,
-                "handle_httpstatus_all": True,
+                # A 429 or 503 here is an RFC 9309 outcome, retried by the book.
                 "dont_retry": True,
                 "redirect_ttl": MAX_REDIRECTS,
-                # A 429 or 503 here is an RFC 9309 outcome, retried by the book.
-                "aimd_throttle_retries": 1 << 30,
             },
         )
         self.stats.inc_value("aimd/robots/requests")
@@ -171,6 +174,10 @@ class RobotsTxtMiddleware:
         self._after(origin, result, f"status {response.status}")
 
     def _on_error(self, failure: Failure) -> None:
+        """A non-2xx status (through HttpError, after redirects) or a network failure."""
+        if isinstance(failure.value, HttpError):
+            self._on_response(failure.value.response)
+            return
         request = getattr(failure, "request", None)
         origin = request.meta.get(ROBOTS_META) if request is not None else None
         if origin is None:  # pragma: no cover - Scrapy always attaches the request
@@ -208,7 +215,7 @@ class RobotsTxtMiddleware:
         delay = max(result.crawl_delay, self._crawl_delays.get(host, 0.0))
         self._crawl_delays[host] = delay
         if self.listener is not None:
-            self.listener.set_crawl_delay(host, delay)
+            self.listener.set_crawl_delay(host, delay + CRAWL_DELAY_MARGIN)
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:

@@ -122,6 +122,9 @@ class AimdScheduler:
         self.stats.set_value("aimd/in_flight_at_close", len(self.in_flight))
         for request in list(self.in_flight):
             self._release(request, now)
+        self.stats.set_value(
+            "aimd/in_flight_after_close", sum(c.in_flight for _, c in self.frontier.hosts())
+        )
         self.stats.set_value("aimd/hosts", len(self.summaries))
         self.stats.set_value("aimd/queued_at_close", len(self.frontier))
         if self.summaries:

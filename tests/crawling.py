@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ def run_crawl(
     settings: dict[str, Any] | None = None,
     *,
     follow: bool = True,
+    spider: str | None = None,
     timeout: float = 120,
 ) -> CrawlResult:
     """Crawl from ``start_urls`` with ``settings`` in a fresh Python process."""
@@ -46,12 +48,15 @@ def run_crawl(
                 "settings": settings or {},
                 "out": str(out),
                 "follow": follow,
+                "spider": spider,
             }
         )
     )
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), str(RUNNER.parent), os.environ.get("PYTHONPATH", "")]
+        ),
     }
     proc = subprocess.run(
         [sys.executable, str(RUNNER), str(config)],
@@ -71,3 +76,9 @@ def run_crawl(
     )
     stats = json.loads((out / "stats.json").read_text())
     return CrawlResult(stats, items, log)
+
+
+def arrival_gaps(records: list[dict[str, Any]]) -> list[float]:
+    """Seconds between consecutive request arrivals in a farm log."""
+    arrivals = sorted(r["arrived"] for r in records)
+    return [b - a for a, b in itertools.pairwise(arrivals)]

@@ -2,7 +2,8 @@
 
 Tests start it in a subprocess (``python tests/crawlrunner.py CONFIG.json``) so
 that every crawl gets a fresh reactor, as ``scrapy crawl`` would. CONFIG holds
-``start_urls``, ``settings`` and ``out`` (a directory): the runner writes
+``start_urls``, ``settings``, ``out`` (a directory) and optionally
+``spider`` (an import path; default ``FarmSpider``): the runner writes
 ``stats.json`` and ``items.jsonl`` there. Items are the pages the spider parsed.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import scrapy
 from scrapy.crawler import AsyncCrawlerProcess
+from scrapy.utils.misc import load_object
 
 
 class FarmSpider(scrapy.Spider):
@@ -47,7 +49,8 @@ def main(config_path: str) -> None:
         **config.get("settings", {}),
     }
     process = AsyncCrawlerProcess(settings)
-    crawler = process.create_crawler(FarmSpider)
+    spider_class = load_object(config["spider"]) if config.get("spider") else FarmSpider
+    crawler = process.create_crawler(spider_class)
     process.crawl(crawler, start_urls=config["start_urls"], follow=config.get("follow", True))
     process.start()
     stats = {
@@ -55,6 +58,8 @@ def main(config_path: str) -> None:
         for k, v in (crawler.stats.get_stats() if crawler.stats else {}).items()
     }
     (out / "stats.json").write_text(json.dumps(stats, indent=1, sort_keys=True))
+    if process.bootstrap_failed:  # as ``scrapy crawl`` does
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,10 @@ machines are shared and noisy.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
-from crawling import AIMD, CrawlResult, run_crawl
+from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl
 
 from scrapy_aimd.sitefarm import HostSpec, start_farm, summarize
 
@@ -110,8 +109,7 @@ def test_engine_is_woken_when_a_host_becomes_ready(tmp_path: Path) -> None:
     again on its 5 s heartbeat."""
     specs = [HostSpec(name="gap", pages=4, links_per_page=1)]
     _, log = crawl_farm(specs, tmp_path, {"AIMD_MIN_DELAY": 1.5})
-    arrivals = [r["arrived"] for r in pages(log, "gap")]
-    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    gaps = arrival_gaps(pages(log, "gap"))
     assert len(gaps) >= 4
     assert min(gaps) >= 1.5 - 0.01
     assert max(gaps) < 3.5, gaps

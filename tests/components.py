@@ -1,0 +1,27 @@
+"""Spiders and middlewares that test crawls load by import path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crawlrunner import FarmSpider
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
+
+
+class DropPageThree:
+    """A downloader middleware before scrapy-aimd's that drops some requests."""
+
+    def process_request(self, request: Request) -> None:
+        if request.url.endswith("/p/3"):
+            raise IgnoreRequest("dropped by a test middleware")
+
+
+class SpacedSpider(FarmSpider):
+    """Enables scrapy-aimd and sets its own floor, per spider."""
+
+    name = "spaced"
+    custom_settings: dict[str, Any] = {
+        "ADDONS": {"scrapy_aimd.Addon": 500},
+        "AIMD_MIN_DELAY": 0.3,
+    }

@@ -1,0 +1,121 @@
+"""robots.txt outcomes (RFC 9309) in one real crawl of a farm with every case.
+
+One farm, one crawl (module-scoped: a crawl takes seconds); each test reads
+what one host saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl
+
+from scrapy_aimd.sitefarm import HostSpec, start_farm
+
+RULES = "User-agent: *\nDisallow: /p/2\n"
+
+SPECS = [
+    HostSpec(name="rules", pages=12, robots=RULES, crawl_delay=0.4),
+    HostSpec(name="notfound", pages=8, robots_mode="404", robots=RULES),
+    HostSpec(name="flaky", pages=8, robots_mode="503_then_200", robots_fail_first=2, robots=RULES),
+    HostSpec(name="down", pages=8, robots_mode="503"),
+    HostSpec(name="refused", pages=8, refused=True),
+    HostSpec(
+        name="redirected", pages=8, robots_mode="redirect", robots_redirect_hops=3, robots=RULES
+    ),
+    HostSpec(name="huge", pages=8, robots_mode="huge", robots=RULES),
+    HostSpec(name="garbage", pages=8, robots_mode="garbage", robots=RULES),
+    HostSpec(name="healthy", pages=30),
+]
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory: pytest.TempPathFactory) -> tuple[CrawlResult, list[dict[str, Any]]]:
+    out: Path = tmp_path_factory.mktemp("robots")
+    with start_farm(SPECS, max_seconds=300) as farm:
+        result = run_crawl(
+            [url + "/" for url in farm.urls.values()],
+            out,
+            {**AIMD, "ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_RETRIES": 2},
+        )
+        log = farm.read_log()
+    assert result.stats.get("aimd/in_flight_at_close") == 0
+    return result, log
+
+
+def host_log(crawl: tuple[CrawlResult, list[dict[str, Any]]], host: str) -> list[dict[str, Any]]:
+    return [r for r in crawl[1] if r["host"] == host]
+
+
+def page_paths(records: list[dict[str, Any]]) -> set[str]:
+    return {r["page"] for r in records if r["status"] == 200 and r["page"]}
+
+
+def robots_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r["reason"] == "robots" or r["path"].startswith("/robots")]
+
+
+def test_rules_disallow_and_crawl_delay(crawl: tuple[CrawlResult, list[dict[str, Any]]]) -> None:
+    records = host_log(crawl, "rules")
+    assert records[0]["path"] == "/robots.txt"
+    fetched = page_paths(records)
+    assert "/p/2" not in fetched
+    assert {"/", "/p/0", "/p/1", "/p/3"} <= fetched
+    gaps = arrival_gaps(records)
+    assert min(gaps) >= 0.4 - 0.01, f"Crawl-delay 0.4 s violated: {min(gaps):.3f} s"
+    assert crawl[0].stats.get("aimd/robots/disallowed", 0) >= 1
+
+
+def test_404_allows_everything(crawl: tuple[CrawlResult, list[dict[str, Any]]]) -> None:
+    assert "/p/2" in page_paths(host_log(crawl, "notfound"))
+
+
+def test_503_then_200_fetches_nothing_before_the_rules(
+    crawl: tuple[CrawlResult, list[dict[str, Any]]],
+) -> None:
+    records = host_log(crawl, "flaky")
+    robots = robots_records(records)
+    assert [r["status"] for r in robots][:3] == [503, 503, 200]
+    rules_at = robots[2]["finished"]
+    pages = [r for r in records if r not in robots]
+    assert pages and min(r["arrived"] for r in pages) >= rules_at
+    assert "/p/2" not in page_paths(records)
+
+
+def test_503_forever_skips_the_origin(crawl: tuple[CrawlResult, list[dict[str, Any]]]) -> None:
+    records = host_log(crawl, "down")
+    assert records and all(r["path"] == "/robots.txt" for r in records)
+    assert len(records) == 3  # the first fetch and AIMD_ROBOTS_RETRIES=2
+    assert crawl[0].stats.get("aimd/robots/origins_skipped", 0) >= 1
+
+
+def test_connection_refused_skips_the_origin_and_not_the_others(
+    crawl: tuple[CrawlResult, list[dict[str, Any]]],
+) -> None:
+    assert host_log(crawl, "refused") == []
+    healthy = page_paths(host_log(crawl, "healthy"))
+    assert len(healthy) >= 31  # "/" and its 30 pages
+
+
+def test_redirect_chain_is_followed(crawl: tuple[CrawlResult, list[dict[str, Any]]]) -> None:
+    records = host_log(crawl, "redirected")
+    assert len(robots_records(records)) == 4  # three hops and the file
+    assert "/p/2" not in page_paths(records)
+    assert "/p/3" in page_paths(records)
+
+
+def test_only_the_first_500_kib_of_a_huge_file(
+    crawl: tuple[CrawlResult, list[dict[str, Any]]],
+) -> None:
+    fetched = page_paths(host_log(crawl, "huge"))
+    assert "/p/2" not in fetched  # a rule at the top
+    assert "/p/1" in fetched  # the file's last line, past 500 KiB, is not read
+    assert crawl[0].stats.get("aimd/robots/truncated", 0) >= 1
+
+
+def test_garbage_is_ignored_line_by_line(crawl: tuple[CrawlResult, list[dict[str, Any]]]) -> None:
+    fetched = page_paths(host_log(crawl, "garbage"))
+    assert "/p/2" not in fetched
+    assert "/p/3" in fetched
