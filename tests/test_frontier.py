@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from scrapy_aimd.controller import ControllerConfig, HostController
-
 from scrapy_aimd.frontier import Frontier, MemoryQueueStore
 
 
