@@ -89,8 +89,9 @@ class ControllerConfig:
     the excess shrinks e-fold in this many seconds. 1 s let bursty limiters refuse
     more at the start; 10 s and more gave up rate to limits that had dropped."""
     initial_backoff: float = 1.0
-    """The gap of a first back-off when nothing is known of the host's pace (the 1 s
-    of the design; the simulations do not depend on it)."""
+    """The gap after a pushback when no pace was measured yet (the first answers); the
+    gap then comes back towards the spacing the controller had allowed. The 1 s of
+    the design: 0.5 s was a little faster and cost a 2/s limiter one more refusal."""
     latency_window: float = 10.0
     """Seconds a best latency is remembered (between one and two windows). Longer
     windows stalled a host whose pages became slower (1 % of its rate at 30 s)."""
@@ -471,9 +472,12 @@ class HostController:
         elif again:
             # Twice in a row this soon: the limit is far off, search faster.
             self._set_gap((4 if self._doubled else 2) * spacing)
+        elif measured:
+            self._set_gap((1 + self.cfg.margin) * spacing)
         else:
-            # A measured pace is narrowed by the margin; without one, at least double.
-            self._set_gap((1 + self.cfg.margin if measured else 2) * spacing)
+            # No pace measured (the first answers): back off to initial_backoff, and
+            # come back towards what the controller allowed as the approach goes.
+            self._set_gap(max(2 * spacing, self.cfg.initial_backoff))
         self._doubled = again
         self._remember_pushback(spacing, rate_gap=self._gap if spacing is not None else None)
         self._new_round()

@@ -619,13 +619,37 @@ def test_a_gap_far_above_the_pushback_closes_by_the_step_then_slows_down() -> No
     assert now - start < 15.0  # a few approach times, not a probe time
 
 
-def test_a_strict_limiter_is_found_by_doubling_then_quadrupling() -> None:
-    # 8 requests/s and no burst; the host answers in 10 ms. Each time the first request
-    # after the pause passes and the second is refused: the gap searches upwards
-    # from the 5 ms the first refusal suggests (two requests at once).
+def test_a_strict_limiter_costs_few_refusals_at_the_start() -> None:
+    # 8 requests/s and no burst; the host answers in 10 ms, so the first two requests
+    # at once are refused with nothing measured: back off to 1 s, then come back
+    # towards the 10 ms the controller allowed until the host refuses once more.
     result = crawl_pages(ControllerConfig(), TokenBucket(8, 1, 0.01), 100)
-    assert result.throttled <= 6
-    assert result.rate >= 0.6 * 8
+    assert result.throttled <= 4
+    assert result.rate >= 0.55 * 8
+
+
+def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
+    # A bursty limiter accepts our own pace until its bucket is empty: refused again
+    # before the gap closed, the gap doubles, then quadruples.
+    host = make(max_concurrency=1, margin=0.2)
+    now = 0.0
+    gaps = []
+    for _ in range(4):
+        for _ in range(5):
+            now = max(now, host.ready_at(now))
+            ticket = host.start(now)
+            now += 0.01
+            host.finish(ticket, now, status=200, latency=0.01)
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=429, latency=0.01, retry_after=1.0)
+        gaps.append(host.delay)
+        now += 1.01
+    assert gaps[0] == pytest.approx(0.012)  # the measured 10 ms, plus the margin
+    assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
+    assert gaps[2] == pytest.approx(4 * gaps[1], rel=0.05)
+    # By the fourth refusal the gap had come back by more than half the margin: the
+    # host refused near its limit, and the margin is enough again.
+    assert gaps[3] == pytest.approx(1.2 * 0.0805, rel=0.05)
 
 
 def test_a_rate_limit_soon_after_the_last_one_doubles_the_gap() -> None:
