@@ -470,7 +470,7 @@ class HostController:
         if spacing is None:
             self._set_gap(self.cfg.initial_backoff)
         elif again:
-            # Twice in a row this soon: the limit is far off, search faster.
+            # Refused again this soon: double; twice in a row, quadruple (far off).
             self._set_gap((4 if self._doubled else 2) * spacing)
         elif measured:
             self._set_gap((1 + self.cfg.margin) * spacing)
