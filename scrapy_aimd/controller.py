@@ -82,11 +82,16 @@ class ControllerConfig:
     a limit at which the host was overloaded is tried again after as long. 10 s let
     hosts refuse up to 4.6 % of requests; 60 s found a raised limit slower."""
     probe_requests: int = 100
-    """... or per this many responses, if that is slower: a slow host would otherwise
-    refuse one request in 20 (5 % with 25, 2.7 % with 100)."""
+    """... or per this many responses, if that is slower: a slow host probes as often
+    in requests as a fast one (refusals at worst 4.2 % with 25, 1.7 % with 100)."""
+    approach_time: float = 2.0
+    """After a doubling, the gap comes back towards the pushback spacing no faster than
+    the excess shrinks e-fold in this many seconds. 1 s let bursty limiters refuse
+    more at the start; 5 s and 10 s gave up rate to limits that had changed."""
     initial_backoff: float = 1.0
-    """The gap of a first back-off when nothing is known of the host's pace (the 1 s
-    of the design; the simulations do not depend on it)."""
+    """The gap after a pushback when no pace was measured yet (the first answers); the
+    gap then comes back towards the spacing the controller had allowed. The 1 s of
+    the design: 0.5 s let more requests be refused (2.0 % at worst, against 1.7 %)."""
     latency_window: float = 10.0
     """Seconds a best latency is remembered (between one and two windows). Longer
     windows stalled a host whose pages became slower (1 % of its rate at 30 s)."""
@@ -110,6 +115,7 @@ class ControllerConfig:
             "delay_step",
             "margin",
             "probe_time",
+            "approach_time",
             "initial_backoff",
             "latency_window",
             "pace_window",
@@ -275,7 +281,10 @@ class HostController:
     array: a crawl may hold a controller for each of 100,000 hosts)."""
     _pushback: float | None = field(init=False, default=None)
     """The spacing at which the host last pushed back, while it still matters."""
-    _pushback_from_rate: bool = field(init=False, default=False)
+    _rate_gap: float | None = field(init=False, default=None)
+    """The gap the last rate limit set, while that pushback still matters."""
+    _doubled: bool = field(init=False, default=False)
+    """The last rate limit came too soon after the one before it."""
     _overloaded_at: tuple[int, float] | None = field(init=False, default=None)
     """The limit at which the host was last overloaded, and when."""
 
@@ -445,7 +454,7 @@ class HostController:
             spacing, _ = self._pushback_spacing(now)
             self._set_gap(self.cfg.initial_backoff if spacing is None else 2 * spacing)
             if marks_pushback:
-                self._remember_pushback(spacing, rate=False)
+                self._remember_pushback(spacing, rate_gap=None)
         self._new_round()
         return Reaction(kind="overload", decreased=True)
 
@@ -455,28 +464,36 @@ class HostController:
         if not self._acted_on(ticket):
             return Reaction(kind="rate_limit", decreased=False, paused_until=paused)
         spacing, measured = self._pushback_spacing(now)
+        again = spacing is not None and self._refused_again(spacing)
         if self.cfg.adaptive:
             self._concurrency = (self._concurrency + 1) // 2
         if spacing is None:
             self._set_gap(self.cfg.initial_backoff)
-        elif measured and not self._refused_again(spacing):
+        elif again:
+            # Refused again this soon: double; twice in a row, quadruple (far off).
+            self._set_gap((4 if self._doubled else 2) * spacing)
+        elif measured:
             self._set_gap((1 + self.cfg.margin) * spacing)
         else:
-            self._set_gap(2 * spacing)
-        self._remember_pushback(spacing, rate=True)
+            # No pace measured (the first answers): back off to initial_backoff, and
+            # come back towards what the controller allowed as the approach goes.
+            self._set_gap(max(2 * spacing, self.cfg.initial_backoff))
+        self._doubled = again
+        self._remember_pushback(spacing, rate_gap=self._gap if spacing is not None else None)
         self._new_round()
         return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
 
     def _refused_again(self, spacing: float) -> bool:
-        """The host refused a pace well below the one it refused last time: the margin
-        was not enough (a bursty limiter accepts our own pace until its bucket is
-        empty, so the measured pace can be far above its rate), so double instead."""
-        last = self._pushback if self._pushback_from_rate else None
-        return last is not None and spacing > last * (1 + self.cfg.margin / 2)
+        """The host refused again before the gap the last rate limit set had closed by
+        half the margin: that decrease was not enough (a bursty limiter accepts our own
+        pace until its bucket is empty, so the measured pace can be far above its
+        rate; a strict one refuses the second request after each pause)."""
+        last = self._rate_gap
+        return last is not None and spacing * (1 + self.cfg.margin / 2) > last
 
-    def _remember_pushback(self, spacing: float | None, *, rate: bool) -> None:
+    def _remember_pushback(self, spacing: float | None, *, rate_gap: float | None) -> None:
         self._pushback = spacing
-        self._pushback_from_rate = rate and spacing is not None
+        self._rate_gap = rate_gap
 
     def _good(self, ticket: Ticket, now: float) -> Reaction:
         """Close the gap first; at the floor, grow the limit once per full round."""
@@ -487,7 +504,7 @@ class HostController:
         floor = self.floor
         if self._gap > floor:
             self._close_gap()
-            if not self._pushback_from_rate:
+            if self._rate_gap is None:
                 # Growth waits for a full round at the floor.
                 self._round = _Round()
                 return Reaction(kind="good", decreased=False)
@@ -515,18 +532,23 @@ class HostController:
         gap, pushback, cfg = self._gap, self._pushback, self.cfg
         if pushback is None:
             gap -= cfg.delay_step
-        elif gap > pushback * (1 + cfg.margin):
-            gap = max(gap - cfg.delay_step, pushback * (1 + cfg.margin))
         else:
-            # The gap shrinks by the margin per probe_time at one response per gap (or
-            # per probe_requests responses, if slower); below the pushback spacing the
-            # host takes more than it did, so the probe speeds up as the gap shrinks.
+            # Near the pushback the gap shrinks by the margin per probe_time at one
+            # response per gap (or per probe_requests responses, if slower); below it
+            # the host takes more than it did, so the probe speeds up as the gap shrinks.
             speed = max(1.0, pushback / gap) ** 2
-            gap -= cfg.margin * gap * min(gap / cfg.probe_time, 1 / cfg.probe_requests) * speed
+            step = cfg.margin * gap * min(gap / cfg.probe_time, 1 / cfg.probe_requests) * speed
+            top = pushback * (1 + cfg.margin)
+            if gap > top:
+                # Back towards the pushback after a doubling, by additive steps but no
+                # faster than the excess shrinks e-fold per approach_time: a limiter
+                # accepts a few requests after each pause, and they must not undo it.
+                excess = (gap - top) * min(1.0, gap / cfg.approach_time)
+                step = max(step, min(cfg.delay_step, excess))
+            gap -= step
         self._set_gap(gap)
         if self._gap <= self.floor:
-            self._pushback = None
-            self._pushback_from_rate = False
+            self._pushback = self._rate_gap = None
 
     def _pushback_spacing(self, now: float) -> tuple[float | None, bool]:
         """The spacing at which the host pushed back, and whether it was measured.
@@ -586,7 +608,7 @@ class HostController:
             "best_latency": self._latency.best,
             "paused_until": until if math.isfinite(until) else None,
             "pushback": self._pushback,
-            "pushback_from_rate": self._pushback_from_rate,
+            "rate_gap": self._rate_gap,
         }
 
     @classmethod
@@ -610,9 +632,7 @@ class HostController:
         if until is not None:
             host._pauses.until = host._pauses.start = until
         host._pushback = _state_optional(state, "pushback")
-        host._pushback_from_rate = bool(state.get("pushback_from_rate", False))
-        if host._pushback is None:
-            host._pushback_from_rate = False
+        host._rate_gap = _state_optional(state, "rate_gap") if host._pushback else None
         return host
 
 

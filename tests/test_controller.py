@@ -94,6 +94,7 @@ def test_config_is_frozen_and_takes_any_iterable_of_codes() -> None:
         ("delay_step", 0.0),
         ("margin", 0.0),
         ("probe_time", 0.0),
+        ("approach_time", 0.0),
         ("initial_backoff", 0.0),
         ("latency_window", 0.0),
         ("pace_window", 0.0),
@@ -594,10 +595,10 @@ def test_near_the_pushback_gap_the_gap_closes_gently() -> None:
     assert host.state()["pushback"] is None
 
 
-def test_a_gap_far_above_the_pushback_closes_by_the_step_down_to_the_margin() -> None:
-    # An overload at concurrency 1 doubles from a spacing of 0.5 s: back to 0.6 s by
-    # additive steps, then gently.
-    host = make(max_concurrency=1, margin=0.2, delay_step=0.1)
+def test_a_gap_far_above_the_pushback_closes_by_the_step_then_slows_down() -> None:
+    # An overload at concurrency 1 doubles from a spacing of 0.5 s: back towards 0.6 s
+    # by additive steps, slowing down as it comes near, then gently.
+    host = make(max_concurrency=1, margin=0.2, delay_step=0.1, approach_time=2.0)
     now = 0.0
     for _ in range(6):
         ticket = host.start(now)
@@ -609,11 +610,46 @@ def test_a_gap_far_above_the_pushback_closes_by_the_step_down_to_the_margin() ->
     for _ in range(4):
         now = one_good(host, now)
         delays.append(host.delay)
-    assert delays == pytest.approx([0.9, 0.8, 0.7, 0.6])
-    while host.delay > 0.6:  # rounding may leave a hair above 0.6
+    assert delays[:2] == pytest.approx([0.9, 0.8])
+    assert 0.6 < delays[3] < delays[2] < 0.8
+    assert delays[2] - delays[3] < 0.1
+    start = now
+    while host.delay > 0.605:
         now = one_good(host, now)
-    one_good(host, now)
-    assert 0.59 < host.delay < 0.6
+    assert now - start < 15.0  # a few approach times, not a probe time
+
+
+def test_a_strict_limiter_costs_few_refusals_at_the_start() -> None:
+    # 8 requests/s and no burst; the host answers in 10 ms, so the first two requests
+    # at once are refused with nothing measured: back off to 1 s, then come back
+    # towards the 10 ms the controller allowed until the host refuses once more.
+    result = crawl_pages(ControllerConfig(), TokenBucket(8, 1, 0.01), 100)
+    assert result.throttled <= 4
+    assert result.rate >= 0.55 * 8
+
+
+def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
+    # A bursty limiter accepts our own pace until its bucket is empty: refused again
+    # before the gap closed, the gap doubles, then quadruples.
+    host = make(max_concurrency=1, margin=0.2)
+    now = 0.0
+    gaps = []
+    for _ in range(4):
+        for _ in range(5):
+            now = max(now, host.ready_at(now))
+            ticket = host.start(now)
+            now += 0.01
+            host.finish(ticket, now, status=200, latency=0.01)
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=429, latency=0.01, retry_after=1.0)
+        gaps.append(host.delay)
+        now += 1.01
+    assert gaps[0] == pytest.approx(0.012)  # the measured 10 ms, plus the margin
+    assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
+    assert gaps[2] == pytest.approx(4 * gaps[1], rel=0.05)
+    # By the fourth refusal the gap had come back by more than half the margin: the
+    # host refused near its limit, and the margin is enough again.
+    assert gaps[3] == pytest.approx(1.2 * 0.0805, rel=0.05)
 
 
 def test_a_rate_limit_soon_after_the_last_one_doubles_the_gap() -> None:
@@ -1099,6 +1135,34 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
+def crawl_pages(cfg: ControllerConfig, model: ModelHost, pages: int) -> SimResult:
+    """A short crawl: fetch ``pages`` pages (refused ones are asked again), from the
+    first request on; the start-up, not the steady state."""
+    host = HostController(cfg)
+    result = SimResult(duration=0.0)
+    events: list[tuple[float, int, Ticket, int, float, float | None]] = []
+    now = 0.0
+    while result.ok < pages:
+        while host.ready_at(now) <= now and result.ok + len(events) < pages:
+            ticket = host.start(now)
+            status, latency, retry_after = model.answer(now)
+            event = (now + latency, ticket.serial, ticket, status, latency, retry_after)
+            heapq.heappush(events, event)
+        wanted = result.ok + len(events) < pages
+        now = min(host.ready_at(now) if wanted else math.inf, events[0][0] if events else math.inf)
+        while events and events[0][0] <= now:
+            _, _, ticket, status, latency, retry_after = heapq.heappop(events)
+            reaction = host.finish(
+                ticket, now, status=status, latency=latency, retry_after=retry_after
+            )
+            if reaction.refused:
+                result.throttled += 1
+            else:
+                result.ok += 1
+    result.duration = now
+    return result
+
+
 def run_scenario(name: str, duration: float = 600.0, **overrides: Any) -> SimResult:
     return simulate(ControllerConfig(**overrides), SCENARIOS[name].model(), duration)
 
@@ -1136,6 +1200,7 @@ def test_a_queueing_host_is_not_pushed_into_its_queue() -> None:
 
 SWEEP: dict[str, tuple[float, ...]] = {
     "delay_step": (0.1, 0.25, 0.5, 1.0),
+    "approach_time": (1.0, 2.0, 5.0, 10.0),
     "margin": (0.1, 0.2, 0.3, 0.5),
     "probe_time": (10.0, 20.0, 30.0, 60.0),
     "probe_requests": (25, 50, 100, 200),
@@ -1163,6 +1228,15 @@ def main(argv: list[str]) -> None:
             f"{name:30} {whole:>9} {r.rate_second_half / scenario.best:8.3f}"
             f" {r.throttled_fraction:8.2%} {r.pauses:6d} {r.mean_concurrency:6.2f}"
             f" {r.mean_latency:7.3f}"
+        )
+
+    print(f"\n{'a crawl of 100 pages':30} {'rate/best':>9} {'refused':>8} {'seconds':>8}")
+    for name, scenario in SCENARIOS.items():
+        if scenario.settled or not name.startswith(("bucket", "limit_req")):
+            continue
+        r = crawl_pages(ControllerConfig(), scenario.model(), 100)
+        print(
+            f"{name:30} {r.rate / scenario.best:9.3f} {r.throttled_fraction:8.2%} {r.duration:8.1f}"
         )
 
 
