@@ -76,8 +76,9 @@ def test_token_bucket_host_gets_its_rate_with_few_429s(tmp_path: Path) -> None:
     requests = pages(log, "bucket")
     limited = [r for r in requests if r["status"] == 429]
     assert len(limited) <= 0.05 * len(requests), f"{len(limited)} 429s of {len(requests)}"
-    span = requests[-1]["arrived"] - requests[0]["arrived"]
-    achieved = len(requests) / span
+    # The pace it settles at: the first half also holds the search for the limit.
+    settled = requests[len(requests) // 2 :]
+    achieved = (len(settled) - 1) / (settled[-1]["arrived"] - settled[0]["arrived"])
     assert achieved >= 0.6 * rate, f"{achieved:.1f} requests/s against a limit of {rate}"
 
 
