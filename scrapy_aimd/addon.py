@@ -38,11 +38,12 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         changes: list[str] = []
 
-        def force(name: str, value: Any) -> None:
+        def force(name: str, value: Any, *, log: bool = True) -> None:
             """Set a value that must win over the project's and the spider's."""
             if settings.get(name) == value:
                 return
-            changes.append(f"{name}={value!r} (was {settings.get(name)!r})")
+            if log:
+                changes.append(f"{name}={value!r} (was {settings.get(name)!r})")
             priority = max(SETTINGS_PRIORITIES["addon"], settings.getpriority(name) or 0)
             settings.set(name, value, priority=priority)
 
@@ -55,42 +56,25 @@ class Addon:
             force(name, path)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         if MIDDLEWARE not in middlewares:
-            settings.set(
-                "DOWNLOADER_MIDDLEWARES",
-                {**middlewares, MIDDLEWARE: MIDDLEWARE_PRIORITY},
-                priority=max(
-                    SETTINGS_PRIORITIES["addon"],
-                    settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
-                ),
-            )
+            middlewares[MIDDLEWARE] = MIDDLEWARE_PRIORITY
             changes.append(f"DOWNLOADER_MIDDLEWARES += {MIDDLEWARE}: {MIDDLEWARE_PRIORITY}")
+        if settings.getbool("ROBOTSTXT_OBEY") and middlewares.get(ROBOTS_MIDDLEWARE) is None:
+            middlewares.update({SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100})
+            changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
+        force("DOWNLOADER_MIDDLEWARES", middlewares, log=False)
 
         carry("DOWNLOAD_DELAY", "AIMD_MIN_DELAY")
         carry("CONCURRENT_REQUESTS_PER_DOMAIN", "AIMD_MAX_CONCURRENCY")
         force("DOWNLOAD_DELAY", 0.0)
         force("AUTOTHROTTLE_ENABLED", False)
-        # The downloader must never queue what the scheduler lets start.
-        per_domain = max(
-            settings.getint("CONCURRENT_REQUESTS"),
-            settings.getint("AIMD_MAX_CONCURRENCY"),
-        )
+        # The downloader must never queue what the scheduler lets start. (An
+        # invalid AIMD_MAX_CONCURRENCY is reported, by name, when the crawl starts.)
+        limits = [settings.get("CONCURRENT_REQUESTS"), settings.get("AIMD_MAX_CONCURRENCY")]
+        per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
         if settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") < per_domain:
             force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain)
         if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
             force("CONCURRENT_REQUESTS_PER_IP", 0)
-
-        if settings.getbool("ROBOTSTXT_OBEY"):
-            middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-            if middlewares.get(ROBOTS_MIDDLEWARE) is None:
-                settings.set(
-                    "DOWNLOADER_MIDDLEWARES",
-                    {**middlewares, SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100},
-                    priority=max(
-                        SETTINGS_PRIORITIES["addon"],
-                        settings.getpriority("DOWNLOADER_MIDDLEWARES") or 0,
-                    ),
-                )
-                changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
 
         if changes:
             logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))

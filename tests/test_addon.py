@@ -1,0 +1,62 @@
+"""What the add-on changes in a project's settings, at each priority."""
+
+from __future__ import annotations
+
+from scrapy.settings import Settings
+
+from scrapy_aimd.addon import MIDDLEWARE, ROBOTS_MIDDLEWARE, SCRAPY_ROBOTS_MIDDLEWARE, Addon
+
+
+def apply(project: dict[str, object], spider: dict[str, object] | None = None) -> Settings:
+    settings = Settings()
+    settings.setdict(project, priority="project")
+    settings.setdict(spider or {}, priority="spider")
+    Addon().update_settings(settings)
+    return settings
+
+
+def test_sets_the_components_and_the_middleware() -> None:
+    settings = apply({})
+    assert settings["SCHEDULER"] == "scrapy_aimd.scheduler.AimdScheduler"
+    assert settings["DUPEFILTER_CLASS"] == "scrapy_aimd.dupefilter.AimdDupeFilter"
+    assert settings["REQUEST_FINGERPRINTER_CLASS"].endswith("AimdRequestFingerprinter")
+    assert settings.getdict("DOWNLOADER_MIDDLEWARES")[MIDDLEWARE] == 950
+
+
+def test_the_users_delay_and_per_domain_limit_move_to_the_controller() -> None:
+    settings = apply({"DOWNLOAD_DELAY": 2.0, "CONCURRENT_REQUESTS_PER_DOMAIN": 3})
+    assert settings.getfloat("AIMD_MIN_DELAY") == 2.0
+    assert settings.getint("AIMD_MAX_CONCURRENCY") == 3
+    assert settings.getfloat("DOWNLOAD_DELAY") == 0.0
+    # The downloader never holds back what the scheduler lets start.
+    assert settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") >= settings.getint(
+        "CONCURRENT_REQUESTS"
+    )
+
+
+def test_explicit_aimd_settings_win_over_the_carried_ones() -> None:
+    settings = apply({"DOWNLOAD_DELAY": 2.0}, {"AIMD_MIN_DELAY": 0.5})
+    assert settings.getfloat("AIMD_MIN_DELAY") == 0.5
+    assert settings.getfloat("DOWNLOAD_DELAY") == 0.0
+
+
+def test_spider_level_settings_are_overridden_too() -> None:
+    settings = apply({}, {"AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_DELAY": 1.0})
+    assert settings.getbool("AUTOTHROTTLE_ENABLED") is False
+    assert settings.getfloat("DOWNLOAD_DELAY") == 0.0
+    assert settings.getfloat("AIMD_MIN_DELAY") == 1.0
+
+
+def test_robots_middleware_is_swapped_only_when_obeying() -> None:
+    plain = apply({}).getdict("DOWNLOADER_MIDDLEWARES")
+    assert ROBOTS_MIDDLEWARE not in plain
+    obeying = apply({"ROBOTSTXT_OBEY": True}).getdict("DOWNLOADER_MIDDLEWARES")
+    assert obeying[ROBOTS_MIDDLEWARE] == 100
+    assert obeying[SCRAPY_ROBOTS_MIDDLEWARE] is None
+
+
+def test_users_own_middlewares_are_kept() -> None:
+    settings = apply({"DOWNLOADER_MIDDLEWARES": {"myproject.mw.Custom": 543}})
+    middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+    assert middlewares["myproject.mw.Custom"] == 543
+    assert MIDDLEWARE in middlewares
