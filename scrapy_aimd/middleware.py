@@ -21,7 +21,7 @@ from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import signals
-from scrapy_aimd.hosts import host_key
+from scrapy_aimd.request_hosts import request_host
 from scrapy_aimd.retry_after import parse_retry_after
 from scrapy_aimd.settings import controller_configs, read_int
 
@@ -60,7 +60,7 @@ class AimdDownloaderMiddleware:
     def process_response(self, request: Request, response: Response) -> Request | Response:
         sent_at = self._sent.pop(request, None)
         status = response.status
-        throttle_codes = self.configs.for_host(host_key(request.url)).throttle_codes
+        throttle_codes = self.configs.for_host(request_host(request)).throttle_codes
         retry_after = None
         if status in throttle_codes:
             retry_after = self._retry_after(request, response)

@@ -21,10 +21,10 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 from scrapy_aimd.hosts import host_key_from_netloc
+from scrapy_aimd.request_hosts import request_origin
 from scrapy_aimd.robotstxt import FetchResult, Outcome, RobotsBook, RobotsConfig, Verdict
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
@@ -57,12 +57,6 @@ class RobotsListener(Protocol):
     def robots_settled(self, origin: str) -> None: ...
 
     def set_crawl_delay(self, host: str, seconds: float) -> None: ...
-
-
-def origin_of(request: Request) -> tuple[str, str]:
-    """(origin, host key): robots.txt is per scheme, host and port."""
-    parts = urlparse_cached(request)
-    return f"{parts.scheme}://{parts.netloc}", host_key_from_netloc(parts.scheme, parts.netloc)
 
 
 def is_exempt(request: Request) -> bool:
@@ -108,7 +102,7 @@ class RobotsTxtMiddleware:
         """Allow, deny, or wait (a fetch of the origin's robots.txt is started)."""
         if is_exempt(request):
             return Verdict.ALLOW
-        origin, _ = origin_of(request)
+        origin = request_origin(request)
         if self.book.needs_fetch(origin, time.monotonic()):
             self._fetch(origin)
         return self.book.verdict(origin, request.url, self.user_agent(request))
@@ -118,7 +112,7 @@ class RobotsTxtMiddleware:
     async def process_request(self, request: Request) -> None:
         verdict = self.verdict(request)
         if verdict is Verdict.WAIT:
-            origin, _ = origin_of(request)
+            origin = request_origin(request)
             waiter: Deferred[None] = Deferred()
             self._waiters.setdefault(origin, []).append(waiter)
             await maybe_deferred_to_future(waiter)

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from scrapy_aimd import signals
@@ -28,8 +27,8 @@ from scrapy_aimd._compat import wake_engine
 from scrapy_aimd.controller import HostController, Reaction, Ticket
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.frontier import Frontier
-from scrapy_aimd.hosts import host_key_from_netloc
-from scrapy_aimd.robots import RobotsTxtMiddleware, origin_of
+from scrapy_aimd.request_hosts import request_host, request_origin
+from scrapy_aimd.robots import RobotsTxtMiddleware
 from scrapy_aimd.robotstxt import Verdict
 from scrapy_aimd.settings import HostConfigs, controller_configs
 from scrapy_aimd.summary import HostRow, HostSummary, format_summary
@@ -46,12 +45,6 @@ logger = logging.getLogger(__name__)
 
 #: How often in-flight entries that never got feedback are looked for.
 SWEEP_INTERVAL = 30.0
-
-
-def request_host(request: Request) -> str:
-    """The host key of a request (see ``scrapy_aimd.hosts``)."""
-    parts = urlparse_cached(request)
-    return host_key_from_netloc(parts.scheme, parts.netloc)
 
 
 class AimdScheduler:
@@ -149,7 +142,7 @@ class AimdScheduler:
         if self.robots is not None:
             verdict = self.robots.verdict(request)
             if verdict is Verdict.WAIT:
-                self.parked.setdefault(origin_of(request)[0], []).append(request)
+                self.parked.setdefault(request_origin(request), []).append(request)
                 self._parked_count += 1
                 return
             if verdict is Verdict.DENY:
