@@ -44,6 +44,18 @@ Retry-After). ``neutral``: anything else, which changes nothing.
 _STATE_VERSION = 1
 
 
+#: Fields that must be above zero (a zero step or window would stall the rules).
+POSITIVE_FIELDS = (
+    "delay_step",
+    "margin",
+    "probe_time",
+    "approach_time",
+    "initial_backoff",
+    "latency_window",
+    "pace_window",
+)
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     """Everything a :class:`HostController` needs to know, for one host.
@@ -111,15 +123,7 @@ class ControllerConfig:
             "max_retry_after",
         ):
             _check(name, getattr(self, name), lambda v: v >= 0, "a finite number >= 0")
-        for name in (
-            "delay_step",
-            "margin",
-            "probe_time",
-            "approach_time",
-            "initial_backoff",
-            "latency_window",
-            "pace_window",
-        ):
+        for name in POSITIVE_FIELDS:
             _check(name, getattr(self, name), lambda v: v > 0, "a finite number > 0")
         _check("latency_factor", self.latency_factor, lambda v: v >= 1, "a finite number >= 1")
         if self.min_delay > self.max_delay:

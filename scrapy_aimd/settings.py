@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import idna
 
-from scrapy_aimd.controller import ControllerConfig
+from scrapy_aimd.controller import POSITIVE_FIELDS, ControllerConfig
 
 
 class SettingsLike(Protocol):
@@ -136,17 +136,6 @@ _CONTROLLER_FIELDS: dict[str, str] = {
 #: Every setting :func:`controller_configs` reads (the docs list the same).
 CONTROLLER_SETTINGS: tuple[str, ...] = (*_CONTROLLER_FIELDS, "AIMD_HOSTS")
 
-_POSITIVE = frozenset(
-    {
-        "delay_step",
-        "margin",
-        "probe_time",
-        "approach_time",
-        "initial_backoff",
-        "latency_window",
-        "pace_window",
-    }
-)
 _MINIMUM = {"latency_factor": 1.0}
 _MIN_INT = {"max_concurrency": 1, "probe_requests": 1, "pace_samples": 3}
 
@@ -223,7 +212,7 @@ def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any
     if field_name in _MIN_INT:
         return read_int(settings, name, default, minimum=_MIN_INT[field_name])
     number = read_float(settings, name, default, minimum=_MINIMUM.get(field_name, 0.0))
-    if field_name in _POSITIVE and number <= 0:
+    if field_name in POSITIVE_FIELDS and number <= 0:
         raise AimdSettingsError(name, settings.get(name, default), "a number > 0")
     return number
 
