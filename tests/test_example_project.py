@@ -114,7 +114,9 @@ def test_every_demo_page_is_fetched_once(crawl: DemoCrawl) -> None:
 
 def test_the_demo_site_saw_a_polite_complete_crawl(crawl: DemoCrawl) -> None:
     specs = demo_farm()
-    summaries = summarize(read_log_file(crawl.farm_log), specs)
+    # Arrivals at the server may bunch up by a few ms on a busy machine; the
+    # events test below checks the gap on the crawler's own clock, exactly.
+    summaries = summarize(read_log_file(crawl.farm_log), specs, crawl_delay_tolerance=0.05)
     for name, summary in summaries.items():
         assert summary.pages_fetched == summary.pages_total, (name, summary)
         assert summary.duplicate_fetches == 0, (name, summary)
