@@ -185,7 +185,8 @@ class Reaction:
     refused: bool = False
     """The response has a throttle status: the host asked for later, so the request
     should be queued again, not dropped. (A slow but good response is an overload
-    signal with a page worth keeping; a timeout is left to the retry middleware.)"""
+    signal with a page worth keeping. A timeout has no response: the feedback
+    middleware queues it again itself.)"""
 
     @property
     def throttled(self) -> bool:

@@ -211,8 +211,10 @@ def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any
         return read_status_codes(settings, name, default)
     if field_name in _MIN_INT:
         return read_int(settings, name, default, minimum=_MIN_INT[field_name])
-    number = read_float(settings, name, default, minimum=_MINIMUM.get(field_name, 0.0))
-    if field_name in POSITIVE_FIELDS and number <= 0:
+    positive = field_name in POSITIVE_FIELDS
+    minimum = None if positive else _MINIMUM.get(field_name, 0.0)
+    number = read_float(settings, name, default, minimum=minimum)
+    if positive and number <= 0:
         raise AimdSettingsError(name, settings.get(name, default), "a number > 0")
     return number
 

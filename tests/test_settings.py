@@ -279,3 +279,9 @@ def test_scrapy_settings_work_too() -> None:
         "assert c.for_host('a.com').max_delay == 5.0\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("value", [-1, 0, "0"])
+def test_a_positive_field_says_above_zero(value: object) -> None:
+    with pytest.raises(AimdSettingsError, match=r"AIMD_MARGIN=.*expected a number > 0"):
+        controller_configs({"AIMD_MARGIN": value})

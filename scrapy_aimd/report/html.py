@@ -203,7 +203,8 @@ def _notes(crawl: Crawl, names: Sequence[str], charted: Sequence[str]) -> str:
     uncharted = len([n for n in names if n in crawl.hosts]) - len(charted)
     if uncharted > 0:
         notes.append(
-            f"Only the first {len(charted)} hosts are drawn; {uncharted} more are in the "
+            f"Only the first {len(charted)} host{'s' if len(charted) != 1 else ''} "
+            f"{'are' if len(charted) != 1 else 'is'} drawn; {uncharted} more are in the "
             f"table (<code>--max-hosts</code> draws more)."
         )
     if not notes:
