@@ -3,7 +3,21 @@
 import subprocess
 import sys
 
-CORE = ["scrapy_aimd"]
+CORE = [
+    "scrapy_aimd",
+    "scrapy_aimd.controller",
+    "scrapy_aimd.retry_after",
+    "scrapy_aimd.settings",
+    "scrapy_aimd.hosts",
+    "scrapy_aimd.frontier",
+    "scrapy_aimd.canonical",
+    "scrapy_aimd.dedup",
+    "scrapy_aimd.robotstxt",
+    "scrapy_aimd.events",
+    "scrapy_aimd.summary",
+    "scrapy_aimd.sitefarm",
+    "scrapy_aimd.report",
+]
 
 
 def test_core_modules_do_not_import_scrapy() -> None:
