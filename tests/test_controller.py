@@ -1055,17 +1055,19 @@ class TokenBucket:
 
 @dataclasses.dataclass
 class CapacityHost:
-    """A server with ``capacity`` workers: 503 (no Retry-After) above that many at once."""
+    """A server with ``capacity`` workers: 503 above that many at once, with
+    ``retry_after`` as its Retry-After (none by default)."""
 
     capacity: int
     latency: float
     jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(2))
     busy_until: list[float] = dataclasses.field(default_factory=list)
+    retry_after: float | None = None
 
     def answer(self, now: float) -> tuple[int, float, float | None]:
         self.busy_until = [t for t in self.busy_until if t > now]
         if len(self.busy_until) >= self.capacity:
-            return 503, self.latency * 0.1, None
+            return 503, self.latency * 0.1, self.retry_after
         latency = self.latency * self.jitter.uniform(0.8, 1.2)
         self.busy_until.append(now + latency)
         return 200, latency, None
@@ -1225,6 +1227,10 @@ SCENARIOS: dict[str, Scenario] = {
     # Servers with C workers that answer 503 above C requests at once.
     "capacity 4, 0.2 s": Scenario(lambda: CapacityHost(4, 0.2), 4 / 0.2, 0.9),
     "capacity 2, 1 s": Scenario(lambda: CapacityHost(2, 1.0), 2 / 1.0, 0.9),
+    # ... or with 503 and Retry-After: 1: a pause, and a limit to halve, not a rate.
+    "capacity 2 Retry-After, 0.1 s": Scenario(
+        lambda: CapacityHost(2, 0.1, retry_after=1.0), 2 / 0.1, 0.9
+    ),
     # A server that queues: more than 2 in flight only adds latency.
     "queue 2 workers, 0.2 s": Scenario(lambda: QueueHost(2, 0.2), 2 / 0.2, 0.9),
     # Pages that become slower at 300 s: a new normal, not an overload.
@@ -1281,10 +1287,35 @@ def test_simulated_host(name: str) -> None:
     assert result.throttled_fraction < scenario.max_refused, result
 
 
+#: Short crawls: (scenario, pages, most seconds, most refusals). The seconds allow the
+#: start-up (one refusal and its pause, or the search for a rate) above pages / best.
+SHORT_CRAWLS = [
+    ("capacity 2 Retry-After, 0.1 s", 150, 7.5 + 1.0 + 0.9, 2),
+    ("capacity 2 Retry-After, 0.1 s", 100, 5.0 + 1.0 + 0.9, 2),
+    ("capacity 4, 0.2 s", 150, 7.5 + 0.9, 2),
+    ("bucket 20/s burst 20, 0.2 s", 150, 7.5 * 1.25, 5),
+    ("bucket 5/s burst 5, 0.05 s", 100, 20.0 * 1.1, 6),
+]
+
+
+@pytest.mark.parametrize(("name", "pages", "seconds", "refused"), SHORT_CRAWLS)
+def test_a_short_crawl(name: str, pages: int, seconds: float, refused: int) -> None:
+    result = crawl_pages(ControllerConfig(), SCENARIOS[name].model(), pages)
+    assert result.ok == pages
+    assert result.duration <= seconds, result
+    assert result.throttled <= refused, result
+
+
 def test_a_capacity_host_converges_to_its_capacity() -> None:
     for capacity, latency in ((4, 0.2), (2, 1.0)):
         result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
         assert abs(result.mean_concurrency - capacity) < 0.25, result
+    # With Retry-After too: no gap holds it below what its workers serve.
+    for capacity, latency in ((4, 0.2), (2, 0.1), (1, 0.1)):
+        model = CapacityHost(capacity, latency, retry_after=1.0)
+        result = simulate(ControllerConfig(), model, 600.0)
+        assert abs(result.mean_concurrency - capacity) < 0.25, result
+        assert result.rate >= 0.9 * capacity / latency, result
 
 
 def test_a_healthy_host_earns_its_limit_within_seconds() -> None:
@@ -1332,7 +1363,7 @@ def main(argv: list[str]) -> None:
 
     print(f"\n{'a crawl of 100 pages':30} {'rate/best':>9} {'refused':>8} {'seconds':>8}")
     for name, scenario in SCENARIOS.items():
-        if scenario.settled or not name.startswith(("bucket", "limit_req")):
+        if scenario.settled or not name.startswith(("bucket", "limit_req", "capacity")):
             continue
         r = crawl_pages(ControllerConfig(), scenario.model(), 100)
         print(
