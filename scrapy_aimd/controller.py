@@ -36,8 +36,9 @@ Outcome = Literal["good", "neutral", "overload", "rate_limit"]
 """How the controller read a response or a failure.
 
 ``good``: 2xx or 3xx, fast enough. ``overload``: the host is struggling (a throttle
-code without Retry-After other than 429, a timeout, a latency spike).
-``rate_limit``: the host is counting requests (429, or any throttle code with
+code without Retry-After other than 429, a timeout, a latency spike; or such a code
+with Retry-After while the concurrency limit, not the gap, set the pace).
+``rate_limit``: the host is counting requests (429, or any other throttle code with
 Retry-After). ``neutral``: anything else, which changes nothing.
 """
 
@@ -292,6 +293,8 @@ class HostController:
     """The last rate limit came too soon after the one before it."""
     _overloaded_at: tuple[int, float] | None = field(init=False, default=None)
     """The limit at which the host was last overloaded, and when."""
+    _last_decrease: Outcome | None = field(init=False, default=None)
+    """How the answer that made the last decrease was read."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -379,10 +382,10 @@ class HostController:
             paused = None
             if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
                 paused = self._pause(now, retry_after)
-            if status == 429 or paused is not None:
+            if status == 429 or (paused is not None and not self._limit_set_pace(ticket)):
                 reaction = self._rate_limit(ticket, now, paused)
             else:
-                reaction = self._overload(ticket, now)
+                reaction = self._overload(ticket, now, paused=paused)
             return replace(reaction, refused=True)
         self._accepted.append(active_start)
         if len(self._accepted) > self.cfg.pace_samples:
@@ -439,19 +442,54 @@ class HostController:
         """At most one decrease per round, as TCP reacts once per window."""
         return ticket.round == self._round_number
 
-    def _new_round(self) -> None:
+    def _new_round(self, decrease: Outcome) -> None:
+        self._last_decrease = decrease
         self._round_number += 1
         self._round = _Round()
 
-    def _overload(self, ticket: Ticket, now: float, *, marks_pushback: bool = True) -> Reaction:
+    def _limit_set_pace(self, ticket: Ticket) -> bool:
+        """The pace was set by the concurrency limit, not by the gap: the limit can be
+        halved, and the gap is at its floor.
+
+        A throttle code other than 429 that carries a Retry-After then reads as an
+        overload with a pause. A server with a few workers answers 503 with Retry-After
+        above them: its pace only followed the limit, and a gap set from that pace would
+        hold the host below what the halved limit serves. A rate limiter answering that
+        way is still found: once it refuses a limit below one it was overloaded at,
+        halving did not help, and from a limit of 1 on it is a rate limit anyway. (A
+        limiter with no burst that refuses two requests started together, but takes
+        more than one at a time can give, stays at a limit of 1, as it does when it
+        answers 503 without Retry-After.)
+
+        An answer from before the last decrease is read as the one that made it.
+        """
+        if not self._acted_on(ticket):
+            return self._last_decrease == "overload"
+        overloaded = self._overloaded_at
+        return (
+            self.cfg.adaptive
+            and self._concurrency > 1
+            and self._gap <= self.floor
+            and (overloaded is None or self._concurrency >= overloaded[0])
+        )
+
+    def _overload(
+        self,
+        ticket: Ticket,
+        now: float,
+        *,
+        marks_pushback: bool = True,
+        paused: float | None = None,
+    ) -> Reaction:
         """The host struggles: halve the limit; at a limit of 1, double the gap.
 
         ``marks_pushback`` is False for a latency spike: the host answered, only slowly, and a
         slow answer does not mark the spacing at which it pushed back (a host whose
         pages just became slower would otherwise close its gap gently for good).
+        ``paused`` is the end of the pause the answer asked for, if any.
         """
         if not self._acted_on(ticket):
-            return Reaction(kind="overload", decreased=False)
+            return Reaction(kind="overload", decreased=False, paused_until=paused)
         if self.cfg.adaptive and self._concurrency > 1:
             self._overloaded_at = (self._concurrency, now)
             self._concurrency = (self._concurrency + 1) // 2
@@ -460,8 +498,8 @@ class HostController:
             self._set_gap(self.cfg.initial_backoff if spacing is None else 2 * spacing)
             if marks_pushback:
                 self._remember_pushback(spacing, rate_gap=None)
-        self._new_round()
-        return Reaction(kind="overload", decreased=True)
+        self._new_round("overload")
+        return Reaction(kind="overload", decreased=True, paused_until=paused)
 
     def _rate_limit(self, ticket: Ticket, now: float, paused: float | None) -> Reaction:
         """The host counts requests per unit of time: fewer in flight alone does not
@@ -485,7 +523,7 @@ class HostController:
             self._set_gap(max(2 * spacing, self.cfg.initial_backoff))
         self._doubled = again
         self._remember_pushback(spacing, rate_gap=self._gap if spacing is not None else None)
-        self._new_round()
+        self._new_round("rate_limit")
         return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
 
     def _refused_again(self, spacing: float) -> bool:

@@ -422,6 +422,106 @@ def test_rate_limit_never_narrows_the_gap() -> None:
     assert host.delay >= before * 1.25
 
 
+def test_a_503_with_retry_after_held_by_the_limit_halves_it_and_pauses_without_a_gap() -> None:
+    # A server with two workers answers the third request at once with 503 and
+    # Retry-After: the pace it accepted was the limit's, not a rate it sets.
+    host = make()
+    now = grow_to(host, 3)
+    assert host.delay == 0.0
+    tickets = [host.start(now) for _ in range(3)]
+    host.finish(tickets[0], now + 0.1, status=200, latency=0.1)
+    host.finish(tickets[1], now + 0.1, status=200, latency=0.1)
+    reaction = host.finish(tickets[2], now + 0.11, status=503, latency=0.01, retry_after=1.0)
+    assert reaction.kind == "overload"
+    assert reaction.decreased is True
+    assert reaction.refused is True
+    assert reaction.paused_until == pytest.approx(now + 1.11)
+    assert host.concurrency == 2
+    assert host.delay == 0.0
+    assert host.ready_at(now + 0.11) == pytest.approx(now + 1.11)
+    assert host.state()["pushback"] is None
+    # The limit that was too many is tried again only after probe_time.
+    now = host.ready_at(now)
+    for _ in range(50):
+        now = good_round(host, now)
+    assert host.concurrency == 2
+
+
+def test_a_burst_of_503s_with_retry_after_from_one_round_is_read_as_the_first() -> None:
+    host = make()
+    now = grow_to(host, 4)
+    tickets = [host.start(now) for _ in range(4)]
+    reactions = [
+        host.finish(t, now + 0.05, status=503, latency=0.05, retry_after=1.0) for t in tickets
+    ]
+    assert [r.kind for r in reactions] == ["overload"] * 4
+    assert [r.decreased for r in reactions] == [True, False, False, False]
+    assert all(r.paused_until == pytest.approx(now + 1.05) for r in reactions)
+    assert host.concurrency == 2
+    assert host.delay == 0.0
+
+
+def test_a_429_held_by_the_limit_is_still_a_rate_limit() -> None:
+    host = make()
+    now = grow_to(host, 3)
+    tickets = [host.start(now) for _ in range(3)]
+    reaction = host.finish(tickets[0], now + 0.05, status=429, latency=0.05, retry_after=1.0)
+    assert reaction.kind == "rate_limit"
+    assert host.concurrency == 2
+    assert host.delay > 0.0
+
+
+def test_a_503_with_retry_after_is_a_rate_limit_when_the_gap_sets_the_pace() -> None:
+    # The gap is above its floor: the host was already paced by the gap, and refused it.
+    host = make(min_delay=0.0)
+    now = grow_to(host, 4)
+    host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+    assert host.delay > 0.0
+    assert host.concurrency == 2
+    now = max(now + 0.05, host.ready_at(now + 0.05))
+    reaction = host.finish(host.start(now), now + 0.05, status=503, latency=0.05, retry_after=1.0)
+    assert reaction.kind == "rate_limit"
+    assert reaction.decreased is True
+
+
+def test_a_503_with_retry_after_below_a_limit_already_refused_is_a_rate_limit() -> None:
+    # Halving did not help: the host refuses a limit below one it was overloaded at,
+    # so it counts requests, and the gap takes over.
+    host = make()
+    now = grow_to(host, 4)
+    tickets = [host.start(now) for _ in range(4)]
+    first = host.finish(tickets[0], now + 0.02, status=503, latency=0.02, retry_after=1.0)
+    assert first.kind == "overload"
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.02, status=200, latency=0.02)
+    assert host.concurrency == 2
+    assert host.delay == 0.0
+    now = host.ready_at(now)
+    now = grow_to(host, 3, now)
+    tickets = [host.start(now) for _ in range(3)]
+    for ticket in tickets[:2]:
+        host.finish(ticket, now + 0.02, status=200, latency=0.02)
+    again = host.finish(tickets[2], now + 0.02, status=503, latency=0.02, retry_after=1.0)
+    assert again.kind == "rate_limit"
+    assert again.decreased is True
+    assert host.concurrency == 2
+    assert host.delay > 0.0
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+def test_a_503_with_retry_after_with_no_limit_to_halve_is_a_rate_limit(adaptive: bool) -> None:
+    # At a limit of 1, or a fixed limit, fewer in flight is not possible: a fast host
+    # must be slowed down by the gap.
+    host = make(adaptive=adaptive, max_concurrency=1 if adaptive else 4)
+    now = 0.0
+    for _ in range(10):
+        now = one_good(host, now)
+    assert host.concurrency == (1 if adaptive else 4)
+    reaction = host.finish(host.start(now), now + 0.05, status=503, latency=0.05, retry_after=1.0)
+    assert reaction.kind == "rate_limit"
+    assert host.delay > 0.0
+
+
 # -- rule 4: Retry-After -------------------------------------------------------------
 
 
@@ -955,17 +1055,19 @@ class TokenBucket:
 
 @dataclasses.dataclass
 class CapacityHost:
-    """A server with ``capacity`` workers: 503 (no Retry-After) above that many at once."""
+    """A server with ``capacity`` workers: 503 above that many at once, with
+    ``retry_after`` as its Retry-After (none by default)."""
 
     capacity: int
     latency: float
     jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(2))
     busy_until: list[float] = dataclasses.field(default_factory=list)
+    retry_after: float | None = None
 
     def answer(self, now: float) -> tuple[int, float, float | None]:
         self.busy_until = [t for t in self.busy_until if t > now]
         if len(self.busy_until) >= self.capacity:
-            return 503, self.latency * 0.1, None
+            return 503, self.latency * 0.1, self.retry_after
         latency = self.latency * self.jitter.uniform(0.8, 1.2)
         self.busy_until.append(now + latency)
         return 200, latency, None
@@ -1125,6 +1227,10 @@ SCENARIOS: dict[str, Scenario] = {
     # Servers with C workers that answer 503 above C requests at once.
     "capacity 4, 0.2 s": Scenario(lambda: CapacityHost(4, 0.2), 4 / 0.2, 0.9),
     "capacity 2, 1 s": Scenario(lambda: CapacityHost(2, 1.0), 2 / 1.0, 0.9),
+    # ... or with 503 and Retry-After: 1: a pause, and a limit to halve, not a rate.
+    "capacity 2 Retry-After, 0.1 s": Scenario(
+        lambda: CapacityHost(2, 0.1, retry_after=1.0), 2 / 0.1, 0.9
+    ),
     # A server that queues: more than 2 in flight only adds latency.
     "queue 2 workers, 0.2 s": Scenario(lambda: QueueHost(2, 0.2), 2 / 0.2, 0.9),
     # Pages that become slower at 300 s: a new normal, not an overload.
@@ -1181,10 +1287,35 @@ def test_simulated_host(name: str) -> None:
     assert result.throttled_fraction < scenario.max_refused, result
 
 
+#: Short crawls: (scenario, pages, most seconds, most refusals). The seconds allow the
+#: start-up (one refusal and its pause, or the search for a rate) above pages / best.
+SHORT_CRAWLS = [
+    ("capacity 2 Retry-After, 0.1 s", 150, 7.5 + 1.0 + 0.9, 2),
+    ("capacity 2 Retry-After, 0.1 s", 100, 5.0 + 1.0 + 0.9, 2),
+    ("capacity 4, 0.2 s", 150, 7.5 + 0.9, 2),
+    ("bucket 20/s burst 20, 0.2 s", 150, 7.5 * 1.25, 5),
+    ("bucket 5/s burst 5, 0.05 s", 100, 20.0 * 1.1, 6),
+]
+
+
+@pytest.mark.parametrize(("name", "pages", "seconds", "refused"), SHORT_CRAWLS)
+def test_a_short_crawl(name: str, pages: int, seconds: float, refused: int) -> None:
+    result = crawl_pages(ControllerConfig(), SCENARIOS[name].model(), pages)
+    assert result.ok == pages
+    assert result.duration <= seconds, result
+    assert result.throttled <= refused, result
+
+
 def test_a_capacity_host_converges_to_its_capacity() -> None:
     for capacity, latency in ((4, 0.2), (2, 1.0)):
         result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
         assert abs(result.mean_concurrency - capacity) < 0.25, result
+    # With Retry-After too: no gap holds it below what its workers serve.
+    for capacity, latency in ((4, 0.2), (2, 0.1), (1, 0.1)):
+        model = CapacityHost(capacity, latency, retry_after=1.0)
+        result = simulate(ControllerConfig(), model, 600.0)
+        assert abs(result.mean_concurrency - capacity) < 0.25, result
+        assert result.rate >= 0.9 * capacity / latency, result
 
 
 def test_a_healthy_host_earns_its_limit_within_seconds() -> None:
@@ -1232,7 +1363,7 @@ def main(argv: list[str]) -> None:
 
     print(f"\n{'a crawl of 100 pages':30} {'rate/best':>9} {'refused':>8} {'seconds':>8}")
     for name, scenario in SCENARIOS.items():
-        if scenario.settled or not name.startswith(("bucket", "limit_req")):
+        if scenario.settled or not name.startswith(("bucket", "limit_req", "capacity")):
             continue
         r = crawl_pages(ControllerConfig(), scenario.model(), 100)
         print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +16,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from scrapy_aimd.controller import ControllerConfig, HostController, HostNotReady, Ticket
+from scrapy_aimd.controller import (
+    ControllerConfig,
+    HostController,
+    HostNotReady,
+    Reaction,
+    Ticket,
+)
 
 configs = st.builds(
     lambda min_delay, spread, max_concurrency, adaptive, codes: ControllerConfig(
@@ -93,6 +100,7 @@ class ControllerMachine(RuleBasedStateMachine):
     ) -> None:
         self.now += dt
         ticket = self.live.pop(which % len(self.live))
+        limit, gap = self.host.concurrency, self.host.delay
         reaction = self.host.finish(
             ticket, self.now, status=status, latency=latency, retry_after=retry_after
         )
@@ -102,6 +110,27 @@ class ControllerMachine(RuleBasedStateMachine):
             assert self.host.paused_until >= reaction.paused_until
         if reaction.kind in ("good", "neutral"):
             assert reaction.decreased is False
+        if status in self.cfg.throttle_codes:
+            self._throttled(status, retry_after, reaction, limit, gap)
+
+    def _throttled(
+        self, status: int, retry_after: float | None, reaction: Reaction, limit: int, gap: float
+    ) -> None:
+        """A throttle code is refused and pauses when it asks to; a 429, or one with a
+        Retry-After and no limit to halve, is a rate limit; one read as an overload
+        halves the limit and leaves the gap."""
+        usable = retry_after is not None and math.isfinite(retry_after) and retry_after >= 0
+        assert reaction.refused is True
+        assert (reaction.paused_until is not None) == usable
+        if status == 429:
+            assert reaction.kind == "rate_limit"
+        elif not usable:
+            assert reaction.kind == "overload"
+        if reaction.decreased and usable and (limit == 1 or not self.cfg.adaptive):
+            assert reaction.kind == "rate_limit"
+        if reaction.decreased and reaction.kind == "overload" and limit > 1 and self.cfg.adaptive:
+            assert self.host.concurrency == (limit + 1) // 2
+            assert self.host.delay == gap
 
     @precondition(lambda self: self.live)
     @rule(which=st.integers(min_value=0), timeout=st.booleans())
@@ -226,3 +255,67 @@ def test_a_steady_backlog_never_starts_early(
             assert now - last_start >= host.delay - 1e-9
         tickets.append(host.start(now))
         last_start = now
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cfg=st.one_of(
+        configs,
+        configs.map(lambda c: replace(c, adaptive=True, throttle_codes=frozenset({429, 503}))),
+    ),
+    rounds=st.integers(min_value=0, max_value=12),
+    rate_limited_first=st.booleans(),
+    status=st.sampled_from([429, 503, 503]),
+    retry_after=st.one_of(st.floats(min_value=0.0, max_value=1e6), retry_afters),
+)
+def test_a_refusal_is_read_by_what_set_the_pace(
+    cfg: ControllerConfig,
+    rounds: int,
+    rate_limited_first: bool,
+    status: int,
+    retry_after: float | None,
+) -> None:
+    """A 429 is a rate limit; a 503 with Retry-After is one where the gap set the pace or
+    no limit can be halved, else an overload that halves the limit and keeps the gap;
+    every answer of the round is read as the first, and each pauses when it asks to."""
+    host = HostController(cfg)
+    now = 0.0
+    if rate_limited_first:
+        host.finish(host.start(now), now + 0.05, status=429, latency=0.05)
+        now += 0.05
+    for _ in range(rounds):
+        now = max(now, host.ready_at(now))
+        tickets = []
+        while host.ready_at(now) <= now:
+            tickets.append(host.start(now))
+        now += 0.05
+        for ticket in tickets:
+            host.finish(ticket, now, status=200, latency=0.05)
+    now = max(now, host.ready_at(now))
+    limit, gap, floor = host.concurrency, host.delay, host.floor
+    tickets = []
+    while host.ready_at(now) <= now:
+        tickets.append(host.start(now))
+    now += 0.05
+    reactions = [
+        host.finish(t, now, status=status, latency=0.05, retry_after=retry_after) for t in tickets
+    ]
+    usable = retry_after is not None and math.isfinite(retry_after) and retry_after >= 0
+    refused = status in cfg.throttle_codes
+    first = reactions[0]
+    for reaction in reactions:
+        assert reaction.kind == first.kind
+        assert reaction.decreased is (refused and reaction is first)
+        assert reaction.refused is refused
+        assert (reaction.paused_until is not None) == (refused and usable)
+    if not refused:
+        return
+    if status == 429:
+        assert first.kind == "rate_limit"
+    elif not usable:
+        assert first.kind == "overload"
+    elif limit == 1 or not cfg.adaptive or gap > floor:
+        assert first.kind == "rate_limit"
+    if first.kind == "overload" and cfg.adaptive and limit > 1:
+        assert host.concurrency == (limit + 1) // 2
+        assert host.delay == gap
