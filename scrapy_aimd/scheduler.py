@@ -10,7 +10,8 @@ goes on. When it holds requests back it wakes the engine itself the moment the
 next host becomes ready, instead of waiting for the engine's 5 s heartbeat.
 
 With ``JOBDIR`` the frontier lives on disk and survives a crash (see
-:mod:`scrapy_aimd.jobdir`).
+:mod:`scrapy_aimd.jobdir`); ``AIMD_SHUTDOWN_GRACE`` bounds how long a stopping
+crawl waits for the requests in flight (see :mod:`scrapy_aimd.shutdown`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from scrapy_aimd.jobdir import Jobdir
 from scrapy_aimd.robots import ROBOTS_META, RobotsTxtMiddleware, is_exempt, origin_of
 from scrapy_aimd.robotstxt import Verdict
 from scrapy_aimd.settings import HostConfigs, controller_configs
+from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.summary import HostRow, HostSummary, format_summary
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class AimdScheduler:
         *,
         events_file: str | None = None,
         jobdir: str | None = None,
+        shutdown_grace: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.crawler = crawler
@@ -100,6 +103,8 @@ class AimdScheduler:
         self.jobdir_path = jobdir
         #: The on-disk frontier and its checkpoints, with JOBDIR (from ``open()``).
         self.jobdir: Jobdir | None = None
+        self.shutdown_grace = shutdown_grace
+        self.shutdown: ShutdownGrace | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,6 +116,7 @@ class AimdScheduler:
             controller_configs(settings),
             events_file=settings.get("AIMD_EVENTS_FILE") or None,
             jobdir=job_dir(settings),
+            shutdown_grace=read_grace(settings),
         )
 
     # -- the scheduler interface -------------------------------------------------
@@ -127,13 +133,22 @@ class AimdScheduler:
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if self.robots is not None:
             self.robots.attach(self)
+        if self.shutdown_grace is not None:
+            self.shutdown = ShutdownGrace(
+                self.crawler, self.shutdown_grace, resumable=self.jobdir is not None
+            )
+            self.shutdown.start()
         if self.jobdir is not None:
+            if self.shutdown is not None:
+                self.jobdir.keep_if = self.shutdown.was_cancelled
             self.jobdir.start(self.frontier)
         return self.df.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self._cancel_wake()
+        if self.shutdown is not None:
+            self.shutdown.stop()
         self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
         self.stats.set_value("aimd/in_flight_at_close", len(self.in_flight))
         for request in list(self.in_flight):
@@ -275,7 +290,7 @@ class AimdScheduler:
         now = self.clock()
         if self.jobdir is not None:
             self.jobdir.host_changed(host)
-        if not downloaded:
+        if not downloaded or (self.shutdown is not None and self.shutdown.was_cancelled(request)):
             self.frontier.cancel(host, ticket, now)
             self.stats.inc_value("aimd/cancelled")
             return
