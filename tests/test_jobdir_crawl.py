@@ -1,0 +1,272 @@
+"""Real crawls with a JOBDIR that are killed, interrupted and resumed.
+
+A farm of fast local hosts serves a few thousand pages. The crawl runs in a
+child process (``tests/crawlrunner.py``) that the test kills with SIGKILL at
+random moments, or interrupts with SIGINT, and starts again on the same
+JOBDIR until it finishes. The farm's request log is the truth: every page must
+have been served, and a page served twice must have been in flight when a
+crawl died: it had reached the farm in that run, and its request was still in
+the frontier after the kill (read from the database the killed crawl left).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crawling import AIMD, ROOT, RUNNER
+
+from scrapy_aimd.jobdir import FRONTIER_FILENAME
+from scrapy_aimd.sitefarm import FarmProcess, HostSpec, start_farm, summarize
+
+#: Every test crawl: scrapy-aimd, fast hosts, a JOBDIR.
+SETTINGS: dict[str, Any] = {
+    **AIMD,
+    "CONCURRENT_REQUESTS": 16,
+    "AIMD_MAX_CONCURRENCY": 4,
+    "DOWNLOAD_TIMEOUT": 30,
+}
+
+
+@dataclass
+class Run:
+    """One crawl process on the shared JOBDIR."""
+
+    process: subprocess.Popen[bytes]
+    out: Path
+    started: float
+    stopped: float = 0.0
+    #: URLs of the requests in the frontier after the process died.
+    left: set[str] = field(default_factory=set)
+
+    def stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = json.loads((self.out / "stats.json").read_text())
+        return stats
+
+    def log(self) -> str:
+        path = self.out / "crawl.log"
+        return path.read_text() if path.exists() else ""
+
+
+class Job:
+    """Crawls of one farm on one JOBDIR, started, stopped and resumed."""
+
+    def __init__(self, farm: FarmProcess, tmp_path: Path, settings: dict[str, Any]) -> None:
+        self.farm = farm
+        self.tmp_path = tmp_path
+        self.jobdir = tmp_path / "job"
+        self.settings = {**SETTINGS, "JOBDIR": str(self.jobdir), **settings}
+        self.runs: list[Run] = []
+
+    def start(self) -> Run:
+        out = self.tmp_path / f"run{len(self.runs)}"
+        out.mkdir()
+        config = out / "config.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "start_urls": [url + "/" for url in self.farm.urls.values()],
+                    "settings": self.settings,
+                    "out": str(out),
+                }
+            )
+        )
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(RUNNER.parent)]),
+        }
+        process = subprocess.Popen(
+            [sys.executable, str(RUNNER), str(config)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        run = Run(process, out, time.time())
+        self.runs.append(run)
+        return run
+
+    def wait_for_requests(self, run: Run, count: int, timeout: float = 60) -> None:
+        """Until the farm has seen ``count`` requests from this run (or it ended)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and run.process.poll() is None:
+            if sum(r["arrived"] >= run.started for r in self.farm.read_log()) >= count:
+                return
+            time.sleep(0.02)
+
+    def stop(self, run: Run, how: signal.Signals, timeout: float = 60) -> int:
+        run.process.send_signal(how)
+        run.stopped = time.time()
+        return self.wait(run, timeout)
+
+    def wait(self, run: Run, timeout: float = 60, *, read_frontier: bool = True) -> int:
+        try:
+            code = run.process.wait(timeout)
+        finally:
+            if run.process.poll() is None:
+                run.process.kill()
+                run.process.wait()
+        assert run.process.stderr is not None
+        run.process.stderr.close()
+        run.stopped = run.stopped or time.time()
+        if read_frontier:
+            run.left = frontier_urls(self.jobdir)
+        return code
+
+    def finish(self, timeout: float = 90) -> Run:
+        run = self.start()
+        code = self.wait(run, timeout)
+        assert code == 0, run.log()[-3000:]
+        assert run.stats().get("finish_reason") == "finished", run.stats()
+        return run
+
+    def url(self, record: dict[str, Any]) -> str:
+        return self.farm.urls[record["host"]] + record["path"]
+
+
+def frontier_urls(jobdir: Path) -> set[str]:
+    """The URLs of the requests in a JOBDIR's frontier, read from a copy of its
+    files (the database and its write-ahead log, as a killed crawl left them)."""
+    source = jobdir / FRONTIER_FILENAME
+    if not source.exists():
+        return set()
+    copy = jobdir.parent / "frontier-copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir()
+    for suffix in ("", "-wal"):
+        if Path(f"{source}{suffix}").exists():
+            shutil.copy(f"{source}{suffix}", copy / f"{FRONTIER_FILENAME}{suffix}")
+    conn = sqlite3.connect(copy / FRONTIER_FILENAME)
+    try:
+        query = "SELECT item FROM queue UNION ALL SELECT item FROM kept"
+        blobs = [row[0] for row in conn.execute(query)]
+    finally:
+        conn.close()
+    return {pickle.loads(blob)["url"] for blob in blobs}
+
+
+def page_fetches(job: Job, log: list[dict[str, Any]]) -> Counter[str]:
+    """Pages served with 200, by URL; the start pages aside (Scrapy fetches
+    them again at every start: they are ``dont_filter``)."""
+    return Counter(
+        job.url(r) for r in log if r["status"] == 200 and r["reason"] == "page" and r["path"] != "/"
+    )
+
+
+def in_flight_at_stop(job: Job, run: Run, log: list[dict[str, Any]]) -> set[str]:
+    """Requests that reached the farm from ``run`` and that its crawl had not
+    finished when it died: still in the frontier afterwards."""
+    arrived = {job.url(r) for r in log if run.started <= r["arrived"] <= run.stopped}
+    return arrived & run.left
+
+
+def test_sigkill_at_random_moments_loses_no_page(tmp_path: Path) -> None:
+    seed = int.from_bytes(os.urandom(4), "little")
+    rng = random.Random(seed)
+    specs = [
+        HostSpec(name=f"site{i}", pages=500, latency=0.005, robots="User-agent: *\nAllow: /\n")
+        for i in range(6)
+    ]
+    with start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, {"ROBOTSTXT_OBEY": True})
+        for _ in range(3):
+            run = job.start()
+            job.wait_for_requests(run, rng.randint(60, 500))
+            time.sleep(rng.uniform(0, 0.2))
+            assert job.stop(run, signal.SIGKILL) == -signal.SIGKILL, f"seed {seed}"
+        last = job.finish()
+        log = farm.read_log()
+    context = f"seed {seed}"
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (context, name, summary)
+    fetches = page_fetches(job, log)
+    twice = {url for url, count in fetches.items() if count > 1}
+    in_flight = [in_flight_at_stop(job, run, log) for run in job.runs[:-1]]
+    assert sum(fetches[url] - 1 for url in twice) <= sum(len(urls) for urls in in_flight), (
+        context,
+        sorted(twice),
+        [len(urls) for urls in in_flight],
+    )
+    assert twice <= set().union(*in_flight), (context, sorted(twice - set().union(*in_flight)))
+    stats = last.stats()
+    assert stats["aimd/jobdir/restored"] > 0
+    assert stats["aimd/jobdir/queued_at_close"] == 0
+    assert stats.get("aimd/jobdir/unserializable", 0) <= 2 * len(specs)  # robots.txt only
+
+
+def test_ctrl_c_pauses_cleanly_and_resumes(tmp_path: Path) -> None:
+    specs = [HostSpec(name=f"site{i}", pages=300, latency=0.005) for i in range(4)]
+    with start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, {})
+        first = job.start()
+        job.wait_for_requests(first, 150)
+        assert job.stop(first, signal.SIGINT) == 0, first.log()[-3000:]
+        paused = first.stats()
+        last = job.finish()
+        log = farm.read_log()
+    assert paused["finish_reason"] == "shutdown"
+    assert paused["aimd/jobdir/queued_at_close"] > 0
+    assert paused["aimd/in_flight_at_close"] == 0  # every request in flight finished
+    assert not first.left & {job.url(r) for r in log if r["arrived"] <= first.stopped}
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    fetches = page_fetches(job, log)
+    assert max(fetches.values()) == 1, [url for url, n in fetches.items() if n > 1]
+    assert last.stats()["aimd/jobdir/restored"] == paused["aimd/jobdir/queued_at_close"]
+
+
+def test_shutdown_grace_cancels_slow_downloads_and_keeps_them(tmp_path: Path) -> None:
+    slow = ["/p/2", "/p/3"]
+    specs = [
+        HostSpec(name="slow", pages=6, links_per_page=5, hang_paths=slow, hang_seconds=8.0),
+        HostSpec(name="fast", pages=40, latency=0.01),
+    ]
+    settings = {"AIMD_SHUTDOWN_GRACE": 0.5, "AIMD_ADAPTIVE_CONCURRENCY": False}
+    with start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, settings)
+        first = job.start()
+        hanging = [farm.urls["slow"] + path for path in slow]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not set(hanging) <= frontier_urls(job.jobdir):
+            time.sleep(0.1)  # until both slow pages are stored (and soon requested)
+        time.sleep(0.5)
+        stopping = time.monotonic()
+        assert job.stop(first, signal.SIGINT) == 0, first.log()[-3000:]
+        took = time.monotonic() - stopping
+        stats = first.stats()
+        job.finish()
+        log = farm.read_log()
+    assert took < 5.0, f"the crawl waited {took:.1f}s for downloads that take 8s"
+    assert stats["aimd/shutdown/cancelled"] >= 1
+    assert set(hanging) & first.left, "a cancelled request left the frontier"
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+
+
+def test_a_corrupted_or_foreign_jobdir_stops_the_crawl_naming_the_path(tmp_path: Path) -> None:
+    specs = [HostSpec(name="site", pages=5)]
+    with start_farm(specs, max_seconds=120) as farm:
+        job = Job(farm, tmp_path, {})
+        job.jobdir.mkdir()
+        frontier = job.jobdir / FRONTIER_FILENAME
+        frontier.write_bytes(b"not a database" * 100)
+        run = job.start()
+        assert job.wait(run, read_frontier=False) != 0
+        frontier.unlink()
+        (job.jobdir / "requests.queue").mkdir()
+        stock = job.start()
+        assert job.wait(stock, read_frontier=False) != 0
+    assert f"{frontier} is not a scrapy-aimd frontier" in run.log()
+    assert f"{job.jobdir / 'requests.queue'} was written by Scrapy's own scheduler" in stock.log()
+    assert not farm.read_log(), "a crawl started over the old data"
