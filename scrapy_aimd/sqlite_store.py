@@ -2,8 +2,10 @@
 
 Memory grows with hosts, not with queued items: per host, its id, the key of
 its first queued item, a count and the items popped but not done. The items
-themselves are rows in a table clustered by (host, key), so that a host's first
-rows are one index seek away.
+themselves are rows numbered by arrival, so that new rows go to the end of the
+table, with an index on (host, key) that finds a host's first rows in one
+seek. (A table clustered by (host, key) writes each new row far from the last
+one: pushes were two to three times slower.)
 
 Durability: one connection in WAL mode with ``synchronous=NORMAL``. Every write
 goes into an open transaction that ``commit()`` ends. NORMAL does not fsync
@@ -52,15 +54,17 @@ FORMAT: Final = 1
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 #: Seconds to wait for a lock another process holds before giving up.
 _LOCK_TIMEOUT: Final = 1.0
+#: SQLite's page cache, in KiB (its default is 2 MiB): pushes 25 % faster.
+_CACHE_KIB: Final = 16 * 1024
 
 _SCHEMA: Final = """
 CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE hosts (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE queue (
-    host INTEGER NOT NULL, k0 INTEGER NOT NULL, k1 INTEGER NOT NULL, k2 INTEGER NOT NULL,
-    item BLOB NOT NULL,
-    PRIMARY KEY (host, k0, k1, k2)
-) WITHOUT ROWID;
+    k2 INTEGER PRIMARY KEY, host INTEGER NOT NULL, k0 INTEGER NOT NULL, k1 INTEGER NOT NULL,
+    item BLOB NOT NULL
+);
+CREATE INDEX queue_order ON queue (host, k0, k1, k2);
 CREATE TABLE kept (
     k2 INTEGER PRIMARY KEY, host INTEGER NOT NULL, k0 INTEGER NOT NULL, k1 INTEGER NOT NULL,
     item BLOB NOT NULL
@@ -174,6 +178,7 @@ class SqliteQueueStore(Generic[T]):
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
         conn.execute("BEGIN IMMEDIATE")  # takes the exclusive lock now
         self._in_transaction = True
         if self.created:
@@ -207,7 +212,7 @@ class SqliteQueueStore(Generic[T]):
 
     def _load(self, conn: sqlite3.Connection) -> None:
         """Queue the kept rows again, then read every host's count and first key."""
-        conn.execute("INSERT INTO queue SELECT host, k0, k1, k2, item FROM kept")
+        conn.execute("INSERT INTO queue SELECT k2, host, k0, k1, item FROM kept")
         conn.execute("DELETE FROM kept")
         names = dict(conn.execute("SELECT id, name FROM hosts"))
         for host_id, name in names.items():
@@ -241,7 +246,9 @@ class SqliteQueueStore(Generic[T]):
         self._forget(item)
         queue = self._queue(host)
         try:
-            self._write("INSERT INTO queue VALUES (?, ?, ?, ?, ?)", (queue.id, *key, data))
+            self._write(
+                "INSERT INTO queue VALUES (?, ?, ?, ?, ?)", (key[2], queue.id, key[0], key[1], data)
+            )
         except OverflowError:  # a priority or depth beyond 64 bits
             self.unserializable += 1
             self._memory.push(host, key, item)
@@ -316,10 +323,7 @@ class SqliteQueueStore(Generic[T]):
         if row.kept:
             self._write("DELETE FROM kept WHERE k2 = ?", (row.key[2],))
             return
-        self._write(
-            "DELETE FROM queue WHERE host = ? AND k0 = ? AND k1 = ? AND k2 = ?",
-            (row.queue.id, *row.key),
-        )
+        self._write("DELETE FROM queue WHERE k2 = ?", (row.key[2],))
         row.queue.taken.discard(row.key[2])
 
     def head(self, host: str) -> SortKey | None:
