@@ -127,7 +127,7 @@ class RequestCodec:
     def encode(self, request: Request) -> bytes | None:
         """The request's bytes, or None (logged) when it cannot be serialized."""
         try:
-            data = request.to_dict(spider=self.spider)
+            data = request.to_dict(spider=self._spider_view(request))  # type: ignore[arg-type]
             for name, default in _DEFAULTS.items():
                 if name in data and type(data[name]) is type(default) and data[name] == default:
                     del data[name]
@@ -135,6 +135,28 @@ class RequestCodec:
         except Exception as exc:  # a callback not of the spider, an unpicklable meta
             self._report(request, exc)
             return None
+
+    def _spider_view(self, request: Request) -> Spider | _Methods:
+        """The spider as ``to_dict`` needs it: its methods that are the request's
+        callback and errback, under their names. ``to_dict`` finds the names with
+        ``inspect.getmembers(spider)``, which reads every attribute of the spider
+        (properties too: ``spider.logger`` builds an adapter): two thirds of the
+        cost of storing a request. Anything else gets the spider itself, and
+        ``to_dict`` decides."""
+        methods: dict[str, object] = {}
+        for function in (request.callback, request.errback):
+            if not callable(function):
+                continue
+            name = getattr(function, "__name__", "")
+            bound = getattr(function, "__func__", None)
+            if (
+                bound is None
+                or getattr(function, "__self__", None) is not self.spider
+                or getattr(getattr(self.spider, name, None), "__func__", None) is not bound
+            ):
+                return self.spider
+            methods[name] = function
+        return _Methods(methods)
 
     def decode(self, data: bytes) -> Request:
         return request_from_dict(pickle.loads(data), spider=self.spider)
@@ -155,6 +177,16 @@ class RequestCodec:
             request,
             exc,
         )
+
+
+class _Methods:
+    """Attributes that are the only ones ``dir()`` lists."""
+
+    def __init__(self, methods: dict[str, object]) -> None:
+        self.__dict__.update(methods)
+
+    def __dir__(self) -> list[str]:
+        return list(self.__dict__)
 
 
 def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
