@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from scrapy.utils.asyncio import create_looping_call
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._engine import requests_in_progress
@@ -71,7 +72,7 @@ from scrapy_aimd.controller import ControllerConfig, HostController
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots import ROBOTS_META
 from scrapy_aimd.robotstxt import parse_rules
-from scrapy_aimd.sqlite_store import SqliteQueueStore
+from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -94,7 +95,8 @@ CHECKPOINT_INTERVAL: Final = 0.25
 #: Writes in one transaction before a checkpoint.
 CHECKPOINT_WRITES: Final = 2000
 #: What Scrapy's own scheduler and dupefilter leave in a JOBDIR.
-STOCK_FILES: Final = ("requests.queue", "requests.seen")
+STOCK_QUEUE: Final = "requests.queue"
+STOCK_SEEN: Final = "requests.seen"
 
 #: Request.to_dict() entries left out when they have these values (the defaults).
 _DEFAULTS: Final[dict[str, Any]] = {
@@ -190,17 +192,20 @@ class _Methods:
 
 
 def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
-    """Refuse a JOBDIR that would resume wrongly: one from Scrapy's own scheduler,
-    or seen keys without the frontier that they go with."""
-    for name in STOCK_FILES:
-        stock = path / name
+    """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
+    or seen requests without the frontier that they go with."""
+    has_frontier = frontier.exists() and frontier.stat().st_size > 0
+    stock_queue = path / STOCK_QUEUE
+    stock_seen = path / STOCK_SEEN
+    # Scrapy's RFPDupeFilter writes requests.seen beside our frontier too.
+    for stock in (stock_queue, *(() if has_frontier else (stock_seen,))):
         if stock.exists() and (stock.is_dir() or stock.stat().st_size):
             raise JobdirError(
                 f"{stock} was written by Scrapy's own scheduler or dupefilter: "
                 f"scrapy-aimd cannot resume that JOBDIR. Resume it without scrapy-aimd, "
                 f"or use a new JOBDIR."
             )
-    if frontier.exists() and frontier.stat().st_size:
+    if has_frontier:
         return
     if isinstance(dupefilter, AimdDupeFilter) and len(dupefilter):
         raise JobdirError(
@@ -245,6 +250,7 @@ class Jobdir:
         self._robots_bodies: dict[str, bytes] = {}
         self._robots_checked: set[str] = set()
         self._timer: Any = None
+        self.failed = False
         if isinstance(dupefilter, AimdDupeFilter):
             dupefilter.before_flush = self.commit
         else:
@@ -262,7 +268,7 @@ class Jobdir:
         """Use ``frontier`` (over ``self.store``) and start the checkpoint timer."""
         self.frontier = frontier
         self.stats.set_value("aimd/jobdir/restored_hosts", frontier.restore(self.clock()))
-        self._timer = create_looping_call(self.checkpoint)
+        self._timer = create_looping_call(self._tick)
         self._timer.start(CHECKPOINT_INTERVAL, now=False)
 
     # -- requests ----------------------------------------------------------------
@@ -280,6 +286,23 @@ class Jobdir:
         """After a write: a checkpoint when the transaction has grown large."""
         if self.store.pending_writes >= CHECKPOINT_WRITES:
             self.checkpoint()
+
+    def _tick(self) -> None:
+        try:
+            self.checkpoint()
+        except StoreError as exc:
+            self.fail(exc)
+
+    def fail(self, exc: StoreError) -> None:
+        """Stop the crawl: going on without a working JOBDIR, a crash would lose requests."""
+        if self.failed:
+            return
+        self.failed = True
+        logger.error("Stopping the crawl: the JOBDIR failed: %s", exc)
+        self.stats.inc_value("aimd/jobdir/errors")
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None:
+            deferred_from_coro(engine.close_spider_async(reason="jobdir_error"))
 
     def checkpoint(self) -> None:
         """Commit, then write the seen keys (the order the protocol needs)."""

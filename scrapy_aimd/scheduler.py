@@ -39,6 +39,7 @@ from scrapy_aimd.robots import ROBOTS_META, RobotsTxtMiddleware, is_exempt, orig
 from scrapy_aimd.robotstxt import Verdict
 from scrapy_aimd.settings import HostConfigs, controller_configs
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
+from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.summary import HostRow, HostSummary, format_summary
 
 if TYPE_CHECKING:
@@ -171,13 +172,17 @@ class AimdScheduler:
         return len(self.frontier) + self._parked_count + len(self.denied) > 0
 
     def enqueue_request(self, request: Request) -> bool:
-        if not request.dont_filter and self.df.request_seen(request):
-            self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
-            return False
-        self.stats.inc_value("aimd/enqueued")
-        self._route(request)
-        if self.jobdir is not None:
-            self.jobdir.wrote()
+        try:
+            if not request.dont_filter and self.df.request_seen(request):
+                self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
+                return False
+            self.stats.inc_value("aimd/enqueued")
+            self._route(request)
+            if self.jobdir is not None:
+                self.jobdir.wrote()
+        except StoreError as exc:
+            assert self.jobdir is not None
+            self.jobdir.fail(exc)
         return True
 
     def _route(self, request: Request) -> None:
@@ -215,6 +220,14 @@ class AimdScheduler:
             )
 
     def next_request(self) -> Request | None:
+        try:
+            return self._next_request()
+        except StoreError as exc:  # raised here, it would stall the engine quietly
+            assert self.jobdir is not None
+            self.jobdir.fail(exc)
+            return None
+
+    def _next_request(self) -> Request | None:
         jobdir = self.jobdir
         if jobdir is not None and jobdir.engine_finished_some():
             jobdir.checkpoint()

@@ -71,6 +71,23 @@ def test_defaults_are_left_out() -> None:
     assert len(data) < len(pickle.dumps(request.to_dict(spider=spider), protocol=5)) / 2
 
 
+class Elsewhere:
+    def parse_page(self, response: Any) -> None:
+        pass
+
+
+def test_only_the_spiders_methods_are_stored() -> None:
+    spider = make_spider()
+    codec = RequestCodec(spider)
+    assert codec.encode(Request("http://example.com/", callback=Elsewhere().parse_page)) is None
+    assert codec.encode(Request("http://example.com/", errback=print)) is None
+    # As to_dict has it: a method of the spider's class, by name.
+    data = codec.encode(Request("http://example.com/", callback=make_spider().parse_page))
+    assert data is not None and codec.decode(data).callback == spider.parse_page
+    data = codec.encode(Request("http://example.com/", callback=spider.parse))
+    assert data is not None and codec.decode(data).callback == spider.parse
+
+
 def test_a_request_that_cannot_be_stored_is_logged_once_per_callback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -90,9 +107,15 @@ def test_a_request_that_cannot_be_stored_is_logged_once_per_callback(
 
 
 def test_a_jobdir_of_scrapys_own_scheduler_is_refused(tmp_path: Path) -> None:
+    frontier = tmp_path / FRONTIER_FILENAME
+    (tmp_path / "requests.seen").write_text("0123abcd\n")
+    with pytest.raises(JobdirError, match=str(tmp_path / "requests.seen")):
+        check_jobdir(tmp_path, frontier, AimdDupeFilter())
+    frontier.write_bytes(b"...")  # RFPDupeFilter beside our frontier: fine
+    check_jobdir(tmp_path, frontier, AimdDupeFilter())
     (tmp_path / "requests.queue").mkdir()
     with pytest.raises(JobdirError, match=str(tmp_path / "requests.queue")):
-        check_jobdir(tmp_path, tmp_path / FRONTIER_FILENAME, AimdDupeFilter())
+        check_jobdir(tmp_path, frontier, AimdDupeFilter())
 
 
 def test_seen_keys_without_their_frontier_are_refused(tmp_path: Path) -> None:
@@ -160,6 +183,11 @@ class FakeEngine:
             inprogress=set(), closing=None, nextcall=SimpleNamespace(schedule=lambda: None)
         )
         self.downloader = SimpleNamespace(middleware=SimpleNamespace(middlewares=[]))
+        self.spider: Spider | None = None
+        self.closed: list[str] = []
+
+    async def close_spider_async(self, *, reason: str) -> None:
+        self.closed.append(reason)
 
     @property
     def inprogress(self) -> set[Request]:
@@ -177,6 +205,7 @@ def open_scheduler(tmp_path: Path) -> tuple[AimdScheduler, FakeEngine, PagesSpid
     spider = PagesSpider.from_crawler(crawler)
     crawler.spider = spider
     engine = FakeEngine()
+    engine.spider = spider
     crawler.engine = engine  # type: ignore[assignment]
     scheduler = AimdScheduler.from_crawler(crawler)
     scheduler.open(spider)
@@ -251,3 +280,19 @@ async def seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path)
     )
     assert store.restored == BATCH_KEYS + 10  # those in progress too
     store.close()
+
+
+def test_a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
+    asyncio.run(a_failing_jobdir_stops_the_crawl(tmp_path))
+
+
+async def a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
+    scheduler, engine, spider = open_scheduler(tmp_path)
+    assert scheduler.jobdir is not None
+    scheduler.enqueue_request(Request("http://example.com/", callback=spider.parse_page))
+    scheduler.jobdir.store._conn.close()  # as a disk that fails
+    assert scheduler.next_request() is None
+    assert scheduler.enqueue_request(Request("http://example.com/2", callback=spider.parse_page))
+    await asyncio.sleep(0)
+    assert engine.closed == ["jobdir_error"]
+    assert scheduler.stats.get_value("aimd/jobdir/errors") == 1
