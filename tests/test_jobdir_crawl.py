@@ -277,3 +277,38 @@ def test_a_corrupted_or_foreign_jobdir_stops_the_crawl_naming_the_path(tmp_path:
     assert f"{frontier} is not a scrapy-aimd frontier" in run.log()
     assert f"{job.jobdir / 'requests.queue'} was written by Scrapy's own scheduler" in stock.log()
     assert not farm.read_log(), "a crawl started over the old data"
+
+
+def test_a_resumed_crawl_keeps_the_pause_and_the_robots_rules(tmp_path: Path) -> None:
+    specs = [
+        HostSpec(
+            name="paused", pages=10, pause_first=6.0, robots="User-agent: *\nDisallow: /p/7\n"
+        ),
+        HostSpec(name="fast", pages=300, latency=0.01, robots="User-agent: *\nAllow: /\n"),
+    ]
+    with start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, {"ROBOTSTXT_OBEY": True})
+        first = job.start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(r["status"] == 429 for r in farm.read_log()):
+                break
+            time.sleep(0.05)
+        time.sleep(0.6)  # the pause is saved at the next checkpoint
+        assert job.stop(first, signal.SIGKILL) == -signal.SIGKILL
+        last = job.finish()
+        log = farm.read_log()
+    refused = min((r for r in log if r["status"] == 429), key=lambda r: r["arrived"])
+    pause_end = refused["finished"] + float(refused["retry_after"])
+    resumed = [r for r in log if r["host"] == "paused" and r["arrived"] >= last.started]
+    assert resumed, "the paused host was not crawled after the resume"
+    assert min(r["arrived"] for r in resumed) >= pause_end - 0.05, "asked during its pause"
+    robots = Counter(r["host"] for r in log if r["reason"] == "robots")
+    assert robots == {"paused": 1, "fast": 1}, "robots.txt fetched again on resume"
+    assert not any(r["host"] == "paused" and r["path"] == "/p/7" for r in log)
+    summaries = summarize(log, specs)
+    assert summaries["fast"].pages_fetched == summaries["fast"].pages_total
+    assert summaries["paused"].pages_fetched == summaries["paused"].pages_total - 1
+    stats = last.stats()
+    assert stats["aimd/jobdir/hosts_restored"] >= 1
+    assert stats["aimd/jobdir/robots_restored"] >= 2
