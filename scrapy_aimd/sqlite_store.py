@@ -128,11 +128,12 @@ class SqliteQueueStore(Generic[T]):
         self.created = False
         #: Items queued when the file was opened (popped or kept ones included).
         self.restored = 0
-        self._conn = self._connect(dict(stamp or {}))
+        self._conn = self._connect()
+        self._prepare(dict(stamp or {}))
 
     # -- opening -------------------------------------------------------------------
 
-    def _connect(self, stamp: dict[str, str]) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         path = self.path
         self.created = not path.exists() or path.stat().st_size == 0
         if not self.created:
@@ -140,26 +141,28 @@ class SqliteQueueStore(Generic[T]):
                 if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
                     raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
         try:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
+            return sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
         except sqlite3.Error as exc:
             raise StoreError(f"{path} cannot be opened: {exc}") from exc
+
+    def _prepare(self, stamp: dict[str, str]) -> None:
+        """Check or create the schema, take the lock, load what memory holds."""
+        path = self.path
         try:
-            self._conn = conn
-            self._prepare(conn, stamp)
+            self._set_up(self._conn, stamp)
         except sqlite3.OperationalError as exc:
-            conn.close()
+            self._conn.close()
             if "locked" in str(exc) or "busy" in str(exc):
                 raise StoreError(f"{path} is in use by another crawl ({exc})") from exc
             raise StoreError(f"{path} cannot be used as a scrapy-aimd frontier: {exc}") from exc
         except sqlite3.DatabaseError as exc:
-            conn.close()
+            self._conn.close()
             raise StoreError(f"{path} is corrupted: {exc}") from exc
         except BaseException:
-            conn.close()
+            self._conn.close()
             raise
-        return conn
 
-    def _prepare(self, conn: sqlite3.Connection, stamp: dict[str, str]) -> None:
+    def _set_up(self, conn: sqlite3.Connection, stamp: dict[str, str]) -> None:
         path = self.path
         if not self.created:
             application_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -390,8 +393,6 @@ class SqliteQueueStore(Generic[T]):
         self.pending_writes = 0
 
     def close(self) -> None:
-        if self._conn is None:
-            return
         try:
             self.commit()
         finally:
