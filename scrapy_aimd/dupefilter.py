@@ -228,16 +228,14 @@ class AimdDupeFilter:
         return self._request_key(request.replace(url=url))
 
     def _buffer(self, key: int) -> None:
-        if self.before_flush is not None:
-            if len(self._pending) >= BATCH_KEYS:
-                self.flush()  # before this key: its request is not stored yet
-            self._pending.append(key)
-        else:
-            self._pending.append(key)
-            if len(self._pending) >= BATCH_KEYS or self._call_later is None:
-                self.flush()
-                return
-        if self._flush_timer is None and self._call_later is not None:
+        if len(self._pending) >= BATCH_KEYS:
+            self.flush()  # before this key: its request is not stored yet
+        self._pending.append(key)
+        if self.before_flush is None and (
+            len(self._pending) >= BATCH_KEYS or self._call_later is None
+        ):
+            self.flush()  # no frontier to wait for
+        elif self._flush_timer is None and self._call_later is not None:
             self._flush_timer = self._call_later(FLUSH_DELAY, self.flush)
 
     def flush(self) -> None:

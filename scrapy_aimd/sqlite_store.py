@@ -246,7 +246,6 @@ class SqliteQueueStore(Generic[T]):
             self.unserializable += 1
             self._memory.push(host, key, item)
             return
-        self._forget(item)
         queue = self._queue(host)
         try:
             self._write(
@@ -256,6 +255,7 @@ class SqliteQueueStore(Generic[T]):
             self.unserializable += 1
             self._memory.push(host, key, item)
             return
+        self._forget(item)  # its older row, if it had one, now that the new one is written
         queue.count += 1
         self._size += 1
         if queue.head is None or key < queue.head:
