@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from scrapy_aimd.frontier import Frontier
     from scrapy_aimd.robots import RobotsTxtMiddleware
 
-__all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec"]
+__all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +227,12 @@ class Jobdir:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if requests_in_progress(crawler) is None:
+            raise JobdirError(
+                "This Scrapy's engine does not show which requests it has finished "
+                "(see scrapy_aimd/_engine.py): without that, a JOBDIR cannot be kept "
+                "consistent. Crawl without JOBDIR, or use a Scrapy that scrapy-aimd supports."
+            )
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.crawler = crawler
