@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import resource
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import scrapy
+from bench_dedup import _peak_rss_bytes, _rss_bytes
 from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.controller import ControllerConfig, HostController
@@ -169,17 +169,6 @@ def throughput(count: int, hosts: int, rounds: int) -> None:
 
 
 # -- memory ---------------------------------------------------------------------------
-
-
-def _rss_bytes() -> int:
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * resource.getpagesize()
-
-
-def _peak_rss_bytes() -> int:
-    status = Path("/proc/self/status").read_text()
-    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
 
 
 def open_frontier(path: Path, spider: BenchSpider) -> tuple[Frontier[scrapy.Request], Any]:
