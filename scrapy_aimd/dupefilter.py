@@ -17,6 +17,11 @@ Two differences from RFPDupeFilter:
   4096 keys), so a killed crawl keeps what it had seen. The file names the
   rules its keys were made under: a file from other canonicalization rules,
   or a corrupted one, stops the crawl with an error that names the path.
+  A key must not be on disk before its request is: with a ``before_flush``
+  hook (set by ``AimdScheduler`` with a JOBDIR, which commits its frontier),
+  each batch is written only after the hook, and a full batch is written
+  before the next key joins the buffer, since that key's request is not
+  stored yet (see :mod:`scrapy_aimd.jobdir`).
 
 Stats: ``dupefilter/filtered`` (as RFPDupeFilter), ``aimd/dupefilter/redirect_same_key``
 (redirected requests let through), ``aimd/dupefilter/loaded`` (keys read from
@@ -160,6 +165,8 @@ class AimdDupeFilter:
         self._file: IO[bytes] | None = None
         self._pending = array("Q")
         self._flush_timer: _Cancellable | None = None
+        #: Called before a batch of keys is written: makes their requests durable.
+        self.before_flush: Callable[[], None] | None = None
         self.path = Path(path, SEEN_KEYS_FILENAME) if path else None
         if self.path is not None:
             self._open_file(self.path)
@@ -198,8 +205,7 @@ class AimdDupeFilter:
         key = self._request_key(request)
         if self._seen.add(key):
             if self._file is not None:
-                self._pending.append(key)
-                self._schedule_flush()
+                self._buffer(key)
             return False
         redirect_urls = request.meta.get("redirect_urls")
         if redirect_urls and self._redirected_to_same_key(request, key, redirect_urls):
@@ -221,19 +227,27 @@ class AimdDupeFilter:
             return fingerprinter.url_key(request.method, url, request.body, verbatim=verbatim)
         return self._request_key(request.replace(url=url))
 
-    def _schedule_flush(self) -> None:
-        if len(self._pending) >= BATCH_KEYS or self._call_later is None:
-            self.flush()
-        elif self._flush_timer is None:
+    def _buffer(self, key: int) -> None:
+        if len(self._pending) >= BATCH_KEYS:
+            self.flush()  # before this key: its request is not stored yet
+        self._pending.append(key)
+        if self.before_flush is None and (
+            len(self._pending) >= BATCH_KEYS or self._call_later is None
+        ):
+            self.flush()  # no frontier to wait for
+        elif self._flush_timer is None and self._call_later is not None:
             self._flush_timer = self._call_later(FLUSH_DELAY, self.flush)
 
     def flush(self) -> None:
-        """Write the buffered keys as one batch, through to the OS."""
+        """Write the buffered keys as one batch, through to the OS, after
+        ``before_flush`` has made their requests durable."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
         if self._file is None or not self._pending:
             return
+        if self.before_flush is not None:
+            self.before_flush()
         self._file.write(encode_batch(self._pending))
         self._file.flush()
         del self._pending[:]

@@ -10,7 +10,9 @@ is filed again when one of its requests is released. Every operation is
 O(log n) in the number of hosts.
 
 The queues themselves live in a ``QueueStore``, so that they can live in memory
-or on disk. No Scrapy import: the items are opaque and the clock is an argument.
+(``MemoryQueueStore``) or on disk (``scrapy_aimd.sqlite_store``), and later in a
+store shared by several crawlers. No Scrapy import: the items are opaque and
+the clock is an argument.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from scrapy_aimd.controller import HostController, Reaction, Ticket
 
@@ -31,31 +33,74 @@ SortKey = tuple[int, int, int]
 
 
 class QueueStore(Protocol[T]):
-    """Per-host priority queues of opaque items."""
+    """Per-host priority queues of opaque items, and the hosts' bookkeeping.
 
-    def push(self, host: str, key: SortKey, item: T) -> None: ...
+    A durable store keeps an item from ``push`` (or ``keep``) until ``done``:
+    ``pop`` only takes it out of its queue. If the process dies in between, the
+    store opened again has the item queued for its host, so that nothing handed
+    out and unfinished is lost. ``commit`` marks what a crash may not undo.
+    """
+
+    def push(self, host: str, key: SortKey, item: T) -> None:
+        """Queue an item. If the store still holds it (popped or kept), that
+        copy is dropped in the same commit: the item is stored once."""
 
     def pop(self, host: str) -> T | None:
-        """Remove and return the host's first item."""
+        """Take the host's first item out of its queue (a durable store keeps
+        it until ``done``)."""
+
+    def keep(self, host: str, key: SortKey, item: T) -> None:
+        """Hold an item outside the queues until ``done``: one the caller keeps
+        aside (a request waiting for robots.txt). A reopened store queues it for
+        ``host``. An item the store holds already stays as it is."""
+
+    def done(self, item: T) -> None:
+        """Forget a popped or kept item: the crawl has finished with it."""
 
     def head(self, host: str) -> SortKey | None:
         """The key of the host's first item, or None when it has none."""
 
-    def count(self, host: str) -> int: ...
+    def count(self, host: str) -> int:
+        """Items queued for the host (not those popped or kept)."""
 
     def __len__(self) -> int: ...
 
+    def queued_hosts(self) -> Iterator[str]:
+        """Hosts with queued items: a reopened store's, for the frontier to file."""
+
+    def next_arrival(self) -> int:
+        """An arrival number above every stored key's, so that new items queue
+        after the ones a reopened store holds."""
+
+    def save_state(self, name: str, state: Mapping[str, Any]) -> None:
+        """Keep a small JSON-able state (a host's controller, an origin's robots.txt)."""
+
+    def load_state(self, name: str) -> dict[str, Any] | None: ...
+
+    def commit(self) -> None:
+        """Make every change so far survive a crash."""
+
+    def close(self) -> None: ...
+
 
 class MemoryQueueStore(Generic[T]):
-    """Heaps in a dict; an emptied host's heap is dropped to keep memory flat."""
+    """Heaps in a dict; an emptied host's heap is dropped to keep memory flat.
+
+    Nothing survives the process, so ``keep``, ``done`` and ``commit`` have
+    nothing to do.
+    """
 
     def __init__(self) -> None:
         self._heaps: dict[str, list[tuple[SortKey, T]]] = {}
         self._size = 0
+        self._next_arrival = 0
+        self._states: dict[str, dict[str, Any]] = {}
 
     def push(self, host: str, key: SortKey, item: T) -> None:
         heapq.heappush(self._heaps.setdefault(host, []), (key, item))
         self._size += 1
+        if key[2] >= self._next_arrival:
+            self._next_arrival = key[2] + 1
 
     def pop(self, host: str) -> T | None:
         heap = self._heaps.get(host)
@@ -67,6 +112,12 @@ class MemoryQueueStore(Generic[T]):
         self._size -= 1
         return item
 
+    def keep(self, host: str, key: SortKey, item: T) -> None:
+        pass
+
+    def done(self, item: T) -> None:
+        pass
+
     def head(self, host: str) -> SortKey | None:
         heap = self._heaps.get(host)
         return heap[0][0] if heap else None
@@ -76,6 +127,25 @@ class MemoryQueueStore(Generic[T]):
 
     def __len__(self) -> int:
         return self._size
+
+    def queued_hosts(self) -> Iterator[str]:
+        return iter(list(self._heaps))
+
+    def next_arrival(self) -> int:
+        return self._next_arrival
+
+    def save_state(self, name: str, state: Mapping[str, Any]) -> None:
+        self._states[name] = dict(state)
+
+    def load_state(self, name: str) -> dict[str, Any] | None:
+        state = self._states.get(name)
+        return None if state is None else dict(state)
+
+    def commit(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -109,7 +179,7 @@ class Frontier(Generic[T]):
         self._hosts: dict[str, _Host] = {}
         self._ready: list[tuple[SortKey, int, str]] = []
         self._timers: list[tuple[float, int, str]] = []
-        self._arrival = itertools.count()
+        self._arrival = itertools.count(self._store.next_arrival())
 
     # -- queue ------------------------------------------------------------
 
@@ -121,6 +191,23 @@ class Frontier(Generic[T]):
         state = self._host(host)
         if before is None or key < before or state.filed_as == "idle":
             self._file(host, state, now)
+
+    def keep(self, host: str, item: T, *, priority: int = 0, depth: int = 0) -> None:
+        """Store an item that the caller holds outside the queues, until ``done``."""
+        self._store.keep(host, (-priority, depth, next(self._arrival)), item)
+
+    def done(self, item: T) -> None:
+        """The crawl has finished with a popped or kept item."""
+        self._store.done(item)
+
+    def restore(self, now: float) -> int:
+        """File the hosts of the items that the store held when it was opened;
+        returns how many hosts have queued items."""
+        hosts = 0
+        for host in self._store.queued_hosts():
+            self._file(host, self._host(host), now)
+            hosts += 1
+        return hosts
 
     def pop(self, now: float) -> Popped[T] | None:
         """The best request whose host may start now; its host starts it."""

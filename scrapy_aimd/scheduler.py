@@ -8,6 +8,10 @@ could use (scrapy #2638, #6982). This scheduler asks each host's controller
 first: a busy, slow or paused host waits in the frontier while every other host
 goes on. When it holds requests back it wakes the engine itself the moment the
 next host becomes ready, instead of waiting for the engine's 5 s heartbeat.
+
+With ``JOBDIR`` the frontier lives on disk and survives a crash (see
+:mod:`scrapy_aimd.jobdir`); ``AIMD_SHUTDOWN_GRACE`` bounds how long a stopping
+crawl waits for the requests in flight (see :mod:`scrapy_aimd.shutdown`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import call_later
+from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from scrapy_aimd import signals
@@ -27,16 +32,20 @@ from scrapy_aimd._compat import wake_engine
 from scrapy_aimd.controller import HostController, Reaction, Ticket
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.frontier import Frontier
+from scrapy_aimd.jobdir import Jobdir
 from scrapy_aimd.request_hosts import request_host, request_origin
-from scrapy_aimd.robots import RobotsTxtMiddleware
+from scrapy_aimd.robots import ROBOTS_META, RobotsTxtMiddleware, is_exempt
 from scrapy_aimd.robotstxt import Verdict
 from scrapy_aimd.settings import HostConfigs, controller_configs
+from scrapy_aimd.shutdown import ShutdownGrace, read_grace
+from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.summary import HostRow, HostSummary, format_summary
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.http import Response
     from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
     from typing_extensions import Self
@@ -57,6 +66,8 @@ class AimdScheduler:
         configs: HostConfigs,
         *,
         events_file: str | None = None,
+        jobdir: str | None = None,
+        shutdown_grace: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.crawler = crawler
@@ -83,6 +94,11 @@ class AimdScheduler:
         #: Requests robots.txt disallows: handed out first, without a ticket, for
         #: the robots middleware to turn into IgnoreRequest.
         self.denied: deque[Request] = deque()
+        self.jobdir_path = jobdir
+        #: The on-disk frontier and its checkpoints, with JOBDIR (from ``open()``).
+        self.jobdir: Jobdir | None = None
+        self.shutdown_grace = shutdown_grace
+        self.shutdown: ShutdownGrace | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -93,12 +109,17 @@ class AimdScheduler:
             build_from_crawler(dupefilter_cls, crawler),
             controller_configs(settings),
             events_file=settings.get("AIMD_EVENTS_FILE") or None,
+            jobdir=job_dir(settings),
+            shutdown_grace=read_grace(settings),
         )
 
     # -- the scheduler interface -------------------------------------------------
 
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
+        if self.jobdir_path:
+            self.jobdir = Jobdir(self.jobdir_path, self.crawler, spider, self.df, clock=self.clock)
+            self.frontier = Frontier(self._new_controller, self.jobdir.store)
         self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
         if self.events_file:
             self.events = EventLog(self.events_file, now=self.clock(), spider=spider.name)
@@ -106,11 +127,22 @@ class AimdScheduler:
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if self.robots is not None:
             self.robots.attach(self)
+        if self.shutdown_grace is not None:
+            self.shutdown = ShutdownGrace(
+                self.crawler, self.shutdown_grace, resumable=self.jobdir is not None
+            )
+            self.shutdown.start()
+        if self.jobdir is not None:
+            if self.shutdown is not None:
+                self.jobdir.keep_if = self.shutdown.was_cancelled
+            self.jobdir.start(self.frontier)
         return self.df.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self._cancel_wake()
+        if self.shutdown is not None:
+            self.shutdown.stop()
         self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
         self.stats.set_value("aimd/in_flight_at_close", len(self.in_flight))
         for request in list(self.in_flight):
@@ -124,51 +156,97 @@ class AimdScheduler:
             logger.info("Per-host summary (%s):\n%s", reason, format_summary(self._rows()))
         if self.events is not None:
             self.events.close(now, reason=reason, hosts=self._summary_dict())
-        return self.df.close(reason)
+        closed = self.df.close(reason)  # writes the last keys after a last commit
+        if self.jobdir is not None:
+            self.jobdir.close()
+        return closed
 
     def has_pending_requests(self) -> bool:
         return len(self.frontier) + self._parked_count + len(self.denied) > 0
 
     def enqueue_request(self, request: Request) -> bool:
-        if not request.dont_filter and self.df.request_seen(request):
-            self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
-            return False
-        self.stats.inc_value("aimd/enqueued")
-        self._route(request)
+        try:
+            if not request.dont_filter and self.df.request_seen(request):
+                self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
+                return False
+            self.stats.inc_value("aimd/enqueued")
+            self._route(request)
+            if self.jobdir is not None:
+                self.jobdir.wrote()
+        except StoreError as exc:
+            assert self.jobdir is not None
+            self.jobdir.fail(exc)
         return True
 
     def _route(self, request: Request) -> None:
         """To the frontier, or aside while robots.txt decides."""
         if self.robots is not None:
-            verdict = self.robots.verdict(request)
-            if verdict is Verdict.WAIT:
-                self.parked.setdefault(request_origin(request), []).append(request)
-                self._parked_count += 1
+            verdict = self._verdict(request)
+            if verdict is not Verdict.ALLOW:
+                self._set_aside(request, verdict)
                 return
-            if verdict is Verdict.DENY:
-                self.denied.append(request)
-                return
-        host = request_host(request)
-        depth = request.meta.get("depth", 0)
         self.frontier.push(
-            host,
+            request_host(request),
             request,
             priority=request.priority,
-            depth=depth if isinstance(depth, int) else 0,
+            depth=_depth(request),
             now=self.clock(),
         )
 
+    def _verdict(self, request: Request) -> Verdict:
+        assert self.robots is not None
+        if self.jobdir is not None and not is_exempt(request):
+            self.jobdir.restore_robots(request_origin(request), self.robots)
+        return self.robots.verdict(request)
+
+    def _set_aside(self, request: Request, verdict: Verdict) -> None:
+        """Park a request until its origin's robots.txt is known, or queue it to be
+        handed out as disallowed; with JOBDIR the store keeps it meanwhile."""
+        if verdict is Verdict.WAIT:
+            self.parked.setdefault(request_origin(request), []).append(request)
+            self._parked_count += 1
+        else:
+            self.denied.append(request)
+        if self.jobdir is not None:
+            self.frontier.keep(
+                request_host(request), request, priority=request.priority, depth=_depth(request)
+            )
+
     def next_request(self) -> Request | None:
+        try:
+            return self._next_request()
+        except StoreError as exc:  # raised here, it would stall the engine quietly
+            assert self.jobdir is not None
+            self.jobdir.fail(exc)
+            return None
+
+    def _next_request(self) -> Request | None:
+        jobdir = self.jobdir
+        if jobdir is not None and jobdir.engine_finished_some():
+            jobdir.checkpoint()
         if self.denied:
-            return self.denied.popleft()
+            request = self.denied.popleft()
+            if jobdir is not None:
+                jobdir.handed_out(request)
+            return request
         now = self.clock()
         if now - self._last_sweep >= SWEEP_INTERVAL:
             self._sweep(now)
         popped = self.frontier.pop(now)
+        while popped is not None and jobdir is not None and not self._may_start(popped.item):
+            # Stored by an earlier run before its origin's robots.txt was known.
+            self.frontier.cancel(popped.host, popped.ticket, now)
+            if self.denied:
+                request = self.denied.popleft()
+                jobdir.handed_out(request)
+                return request
+            popped = self.frontier.pop(now)
         if popped is None:
             self._arm_wake(now)
             return None
         request, host = popped.item, popped.host
+        if jobdir is not None:
+            jobdir.handed_out(request)
         # Our host key, not the one a redirect or a copy carried over (scrapy #2141).
         request.meta["download_slot"] = host
         self.in_flight[request] = (host, popped.ticket, now)
@@ -184,11 +262,23 @@ class AimdScheduler:
             self.events.emit("start", now, host, in_flight=self.frontier.controller(host).in_flight)
         return request
 
+    def _may_start(self, request: Request) -> bool:
+        """With JOBDIR, robots.txt decides again at pop time: a request queued by an
+        earlier run may come from an origin whose rules this run does not know."""
+        if self.robots is None or is_exempt(request):
+            return True
+        verdict = self._verdict(request)
+        if verdict is Verdict.ALLOW:
+            return True
+        self._set_aside(request, verdict)
+        return False
+
     # -- feedback ------------------------------------------------------------------
 
     def _on_feedback(
         self,
         request: Request,
+        response: Response | None = None,
         status: int | None = None,
         latency: float | None = None,
         retry_after: float | None = None,
@@ -197,12 +287,16 @@ class AimdScheduler:
         downloaded: bool = True,
         **_: Any,
     ) -> None:
+        if self.jobdir is not None and response is not None and ROBOTS_META in request.meta:
+            self.jobdir.robots_response(request.meta[ROBOTS_META], response.body)
         entry = self.in_flight.pop(request, None)
         if entry is None:  # not handed out by us (engine.download, robots.txt ...)
             return
         host, ticket, _started = entry
         now = self.clock()
-        if not downloaded:
+        if self.jobdir is not None:
+            self.jobdir.host_changed(host)
+        if not downloaded or (self.shutdown is not None and self.shutdown.was_cancelled(request)):
             self.frontier.cancel(host, ticket, now)
             self.stats.inc_value("aimd/cancelled")
             return
@@ -295,6 +389,8 @@ class AimdScheduler:
     # -- robots.txt news (scrapy_aimd.robots.RobotsListener) -------------------------
 
     def robots_settled(self, origin: str) -> None:
+        if self.jobdir is not None and self.robots is not None:
+            self.jobdir.save_robots(origin, self.robots)
         parked = self.parked.pop(origin, [])
         self._parked_count -= len(parked)
         for request in parked:
@@ -305,6 +401,8 @@ class AimdScheduler:
     def set_crawl_delay(self, host: str, seconds: float) -> None:
         self.frontier.controller(host).set_crawl_delay(seconds)
         self.frontier.refile(host, self.clock())
+        if self.jobdir is not None:
+            self.jobdir.host_changed(host)
 
     # -- waking the engine -----------------------------------------------------
 
@@ -350,7 +448,12 @@ class AimdScheduler:
             logger.warning("No feedback for %s; released its host's place", request)
 
     def _new_controller(self, host: str) -> HostController:
-        return HostController(self.configs.for_host(host))
+        cfg = self.configs.for_host(host)
+        if self.jobdir is not None:
+            restored = self.jobdir.controller(host, cfg)
+            if restored is not None:
+                return restored
+        return HostController(cfg)
 
     def _summary(self, host: str) -> HostSummary:
         summary = self.summaries.get(host)
@@ -404,3 +507,8 @@ class AimdScheduler:
             )
         if settings.getbool("AUTOTHROTTLE_ENABLED"):
             logger.warning("AutoThrottle is enabled and will fight scrapy-aimd; disable it")
+
+
+def _depth(request: Request) -> int:
+    depth = request.meta.get("depth", 0)
+    return depth if isinstance(depth, int) else 0

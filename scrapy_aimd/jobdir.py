@@ -1,0 +1,429 @@
+"""Crash-safe JOBDIR: the frontier, the hosts' state and the seen keys on disk,
+consistent at every moment.
+
+With ``JOBDIR``, :class:`~scrapy_aimd.scheduler.AimdScheduler` keeps its frontier
+in ``JOBDIR/aimd-frontier.sqlite`` (:mod:`scrapy_aimd.sqlite_store`), next to the
+dupefilter's ``aimd-seen-keys.bin``, and writes both as it goes. A crawl killed
+at any moment (SIGKILL, the OOM killer) resumes with every request that it had
+accepted and not finished, and one stopped with Ctrl-C resumes in the same way.
+
+The invariant: no request is both forgotten by the frontier and marked seen.
+Such a request would never be fetched: nothing queues it again, and a link to
+it found later is filtered as a duplicate. The protocol that keeps it:
+
+1. A request that ``enqueue_request`` accepts gets a row in the store's open
+   transaction at once: queued for its host, or kept aside while it waits for
+   its origin's robots.txt or waits to be handed out as disallowed.
+2. Handing a request to the engine does not delete its row (``pop`` only takes
+   it out of the queue in memory): a crawl that dies while the request is in
+   flight finds it queued again.
+3. The row is deleted only once the engine is done with the request: its
+   callback or errback has run to the end and every request that it yielded
+   has reached the scheduler (so has a row in the same or an earlier
+   transaction); or a middleware's redirect, retry or throttled copy has. The
+   engine's set of requests in progress tells (``scrapy_aimd._engine``): a
+   request handed out and no longer in it is done. The engine adds a request to
+   that set in the same call in which it takes it from ``next_request()``, so
+   "handed out and not in progress" never means "not started yet". Deleting the
+   row when the response arrives would be too early: a crash between that
+   commit and the children's would lose the children for good (their keys are
+   not seen, but no page links to them again in the resumed crawl). A request
+   cancelled by ``AIMD_SHUTDOWN_GRACE`` is never done: it stays queued.
+4. A commit makes durable a prefix of these writes, so a done request's delete
+   is never durable before the inserts of its children.
+5. Seen keys are written only after their requests' rows are committed: the
+   dupefilter calls ``before_flush`` (a commit) before it writes a batch, and
+   writes a full batch before it adds the next key, whose request is not stored
+   yet. After each commit the keys are written too, so the keys file lags the
+   database by a moment: a request durable and not yet seen is safe (at worst
+   fetched twice if a crash falls in that moment).
+6. A request that cannot be serialized (a callback that is not a method of the
+   spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots`) stays
+   in memory, counted in ``aimd/jobdir/unserializable`` and logged: a crash
+   loses it.
+
+Commits come when the engine has finished requests (checked as it asks for
+the next one), every 0.25 s, every 2000 writes and at close, so a request done
+is forgotten within a moment and a crash refetches little more than what was
+in flight.
+
+With the rows, the store keeps each host's controller state (gap, limit, best
+latency, pushback, Crawl-delay, the pause deadline as wall-clock time) and each
+origin's robots.txt (the rules and their age), so that a resumed crawl does not
+hammer a host that had asked it to slow down, nor fetch robots.txt again before
+it is due.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from scrapy.utils.asyncio import create_looping_call
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.request import request_from_dict
+
+from scrapy_aimd._engine import requests_in_progress
+from scrapy_aimd.controller import ControllerConfig, HostController
+from scrapy_aimd.dupefilter import AimdDupeFilter
+from scrapy_aimd.robots import ROBOTS_META
+from scrapy_aimd.robotstxt import parse_rules
+from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_aimd.frontier import Frontier
+    from scrapy_aimd.robots import RobotsTxtMiddleware
+
+__all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
+
+logger = logging.getLogger(__name__)
+
+FRONTIER_FILENAME: Final = "aimd-frontier.sqlite"
+#: Seconds between checkpoints when nothing else calls for one.
+CHECKPOINT_INTERVAL: Final = 0.25
+#: Writes in one transaction before a checkpoint.
+CHECKPOINT_WRITES: Final = 2000
+#: What Scrapy's own scheduler and dupefilter leave in a JOBDIR.
+STOCK_QUEUE: Final = "requests.queue"
+STOCK_SEEN: Final = "requests.seen"
+
+#: Request.to_dict() entries left out when they have these values (the defaults).
+_DEFAULTS: Final[dict[str, Any]] = {
+    "callback": None,
+    "errback": None,
+    "headers": {},
+    "body": b"",
+    "cookies": {},
+    "meta": {},
+    "encoding": "utf-8",
+    "flags": [],
+    "cb_kwargs": {},
+    "dont_filter": False,
+    "method": "GET",
+    "priority": 0,
+}
+
+
+class JobdirError(RuntimeError):
+    """The JOBDIR cannot be resumed as it is."""
+
+
+class RequestCodec:
+    """Requests as bytes: ``Request.to_dict(spider=...)`` without its defaults, pickled."""
+
+    def __init__(self, spider: Spider) -> None:
+        self.spider = spider
+        self._reported: set[str] = set()
+
+    def encode(self, request: Request) -> bytes | None:
+        """The request's bytes, or None (logged) when it cannot be serialized."""
+        try:
+            data = request.to_dict(spider=self._spider_view(request))  # type: ignore[arg-type]
+            for name, default in _DEFAULTS.items():
+                if name in data and type(data[name]) is type(default) and data[name] == default:
+                    del data[name]
+            return pickle.dumps(data, protocol=5)
+        except Exception as exc:  # a callback not of the spider, an unpicklable meta
+            self._report(request, exc)
+            return None
+
+    def _spider_view(self, request: Request) -> Spider | _Methods:
+        """The spider as ``to_dict`` needs it: its methods that are the request's
+        callback and errback, under their names. ``to_dict`` finds the names with
+        ``inspect.getmembers(spider)``, which reads every attribute of the spider
+        (properties too: ``spider.logger`` builds an adapter): two thirds of the
+        cost of storing a request. Anything else gets the spider itself, and
+        ``to_dict`` decides."""
+        methods: dict[str, object] = {}
+        for function in (request.callback, request.errback):
+            if not callable(function):
+                continue
+            name = getattr(function, "__name__", "")
+            bound = getattr(function, "__func__", None)
+            if (
+                bound is None
+                or getattr(function, "__self__", None) is not self.spider
+                or getattr(getattr(self.spider, name, None), "__func__", None) is not bound
+            ):
+                return self.spider
+            methods[name] = function
+        return _Methods(methods)
+
+    def decode(self, data: bytes) -> Request:
+        return request_from_dict(pickle.loads(data), spider=self.spider)
+
+    def _report(self, request: Request, exc: Exception) -> None:
+        if ROBOTS_META in request.meta:  # fetched again on resume if needed
+            logger.debug("Keeping %s in memory only: %s", request, exc)
+            return
+        callback = getattr(request.callback, "__qualname__", repr(request.callback))
+        if callback in self._reported:
+            logger.debug("Keeping %s in memory only: %s", request, exc)
+            return
+        self._reported.add(callback)
+        logger.warning(
+            "Keeping %s in memory only (%s): a crash loses it. Requests are stored "
+            "with Request.to_dict(spider=...); use spider methods as callbacks and "
+            "picklable meta. (Logged once per callback; see aimd/jobdir/unserializable.)",
+            request,
+            exc,
+        )
+
+
+class _Methods:
+    """Attributes that are the only ones ``dir()`` lists."""
+
+    def __init__(self, methods: dict[str, object]) -> None:
+        self.__dict__.update(methods)
+
+    def __dir__(self) -> list[str]:
+        return list(self.__dict__)
+
+
+def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
+    """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
+    or seen requests without the frontier that they go with."""
+    has_frontier = frontier.exists() and frontier.stat().st_size > 0
+    stock_queue = path / STOCK_QUEUE
+    stock_seen = path / STOCK_SEEN
+    # Scrapy's RFPDupeFilter writes requests.seen beside our frontier too.
+    for stock in (stock_queue, *(() if has_frontier else (stock_seen,))):
+        if stock.exists() and (stock.is_dir() or stock.stat().st_size):
+            raise JobdirError(
+                f"{stock} was written by Scrapy's own scheduler or dupefilter: "
+                f"scrapy-aimd cannot resume that JOBDIR. Resume it without scrapy-aimd, "
+                f"or use a new JOBDIR."
+            )
+    if has_frontier:
+        return
+    if isinstance(dupefilter, AimdDupeFilter) and len(dupefilter):
+        raise JobdirError(
+            f"{dupefilter.path} holds {len(dupefilter)} seen request keys but {frontier} "
+            f"is missing: the requests that were queued would never be fetched. Restore "
+            f"{frontier.name}, or start a new JOBDIR."
+        )
+
+
+class Jobdir:
+    """The scheduler's JOBDIR: the store, its checkpoints and the hosts' saved state."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        crawler: Crawler,
+        spider: Spider,
+        dupefilter: BaseDupeFilter,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if requests_in_progress(crawler) is None:
+            raise JobdirError(
+                "This Scrapy's engine does not show which requests it has finished "
+                "(see scrapy_aimd/_engine.py): without that, a JOBDIR cannot be kept "
+                "consistent. Crawl without JOBDIR, or use a Scrapy that scrapy-aimd supports."
+            )
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.crawler = crawler
+        self.stats: StatsCollector = crawler.stats  # type: ignore[assignment]
+        self.clock = clock
+        self.dupefilter = dupefilter
+        check_jobdir(self.path, self.path / FRONTIER_FILENAME, dupefilter)
+        self.codec = RequestCodec(spider)
+        self.store: SqliteQueueStore[Request] = SqliteQueueStore(
+            self.path / FRONTIER_FILENAME,
+            encode=self.codec.encode,
+            decode=self.codec.decode,
+            stamp={"spider": spider.name},
+        )
+        self.frontier: Frontier[Request] | None = None
+        #: A request for which this returns True is never done (a cancelled download).
+        self.keep_if: Callable[[Request], bool] = lambda request: False
+        #: Requests handed to the engine whose row waits for the engine to be done.
+        self._handed: set[Request] = set()
+        self._dirty_hosts: set[str] = set()
+        self._robots_bodies: dict[str, bytes] = {}
+        self._robots_checked: set[str] = set()
+        self._timer: Any = None
+        self.failed = False
+        if isinstance(dupefilter, AimdDupeFilter):
+            dupefilter.before_flush = self.commit
+        else:
+            logger.warning(
+                "DUPEFILTER_CLASS %s does not wait for the frontier before it writes "
+                "seen requests to JOBDIR: after a crash, some seen requests may be lost. "
+                "Use scrapy_aimd.dupefilter.AimdDupeFilter.",
+                type(dupefilter).__name__,
+            )
+        if self.store.restored:
+            logger.info("Resuming %s: %d requests queued", self.store.path, self.store.restored)
+        self.stats.set_value("aimd/jobdir/restored", self.store.restored)
+
+    def start(self, frontier: Frontier[Request]) -> None:
+        """Use ``frontier`` (over ``self.store``) and start the checkpoint timer."""
+        self.frontier = frontier
+        self.stats.set_value("aimd/jobdir/hosts_requeued", frontier.restore(self.clock()))
+        self._timer = create_looping_call(self._tick)
+        self._timer.start(CHECKPOINT_INTERVAL, now=False)
+
+    # -- requests ----------------------------------------------------------------
+
+    def handed_out(self, request: Request) -> None:
+        """``next_request()`` returns this request: its row goes once the engine is done."""
+        self._handed.add(request)
+
+    def engine_finished_some(self) -> bool:
+        """True when a request handed out may be done (cheap: one length check)."""
+        in_progress = requests_in_progress(self.crawler)
+        return in_progress is not None and len(in_progress) < len(self._handed)
+
+    def wrote(self) -> None:
+        """After a write: a checkpoint when the transaction has grown large."""
+        if self.store.pending_writes >= CHECKPOINT_WRITES:
+            self.checkpoint()
+
+    def _tick(self) -> None:
+        try:
+            self.checkpoint()
+        except StoreError as exc:
+            self.fail(exc)
+
+    def fail(self, exc: StoreError) -> None:
+        """Stop the crawl: going on without a working JOBDIR, a crash would lose requests."""
+        if self.failed:
+            return
+        self.failed = True
+        logger.error("Stopping the crawl: the JOBDIR failed: %s", exc)
+        self.stats.inc_value("aimd/jobdir/errors")
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None:
+            deferred_from_coro(engine.close_spider_async(reason="jobdir_error"))
+
+    def checkpoint(self) -> None:
+        """Commit, then write the seen keys (the order the protocol needs)."""
+        self.commit()
+        if isinstance(self.dupefilter, AimdDupeFilter):
+            self.dupefilter.flush()
+
+    def commit(self) -> None:
+        """Forget the requests the engine is done with, save the hosts that changed,
+        commit. The dupefilter calls this before it writes seen keys."""
+        self._forget_done()
+        self._save_hosts()
+        self.store.commit()
+        self.stats.set_value("aimd/jobdir/unserializable", self.store.unserializable)
+        if self.store.undecodable:
+            self.stats.set_value("aimd/jobdir/undecodable", self.store.undecodable)
+
+    def _forget_done(self) -> None:
+        if not self._handed or self.frontier is None:
+            return
+        in_progress = requests_in_progress(self.crawler)
+        if in_progress is None:
+            return
+        done = [request for request in self._handed if request not in in_progress]
+        for request in done:
+            self._handed.discard(request)
+            if not self.keep_if(request):
+                self.frontier.done(request)
+
+    def close(self) -> None:
+        if self._timer is not None and self._timer.running:
+            self._timer.stop()
+        self.commit()
+        if isinstance(self.dupefilter, AimdDupeFilter):
+            self.dupefilter.before_flush = None
+        self.stats.set_value("aimd/jobdir/queued_at_close", len(self.store))
+        self.store.close()
+
+    # -- hosts ---------------------------------------------------------------------
+
+    def host_changed(self, host: str) -> None:
+        self._dirty_hosts.add(host)
+
+    def _save_hosts(self) -> None:
+        if not self._dirty_hosts or self.frontier is None:
+            return
+        offset = time.time() - self.clock()
+        for host in self._dirty_hosts:
+            state = self.frontier.controller(host).state()
+            until = state.get("paused_until")
+            if until is not None:
+                state["paused_until"] = until + offset
+            self.store.save_state(f"host:{host}", {"controller": state, "saved": time.time()})
+        self._dirty_hosts.clear()
+
+    def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
+        """The host's controller as a previous run left it, or None."""
+        saved = self.store.load_state(f"host:{host}")
+        if saved is None:
+            return None
+        state = saved.get("controller")
+        if not isinstance(state, dict):
+            logger.warning("Ignoring the saved state of %s in %s: %r", host, self.store.path, saved)
+            return None
+        until = state.get("paused_until")
+        if isinstance(until, (int, float)) and math.isfinite(until):
+            state["paused_until"] = until - time.time() + self.clock()
+        try:
+            controller = HostController.from_state(cfg, state)
+        except ValueError as exc:
+            logger.warning("Ignoring the saved state of %s in %s: %s", host, self.store.path, exc)
+            return None
+        self.stats.inc_value("aimd/jobdir/hosts_restored")
+        return controller
+
+    # -- robots.txt ------------------------------------------------------------------
+
+    def robots_response(self, origin: str, body: bytes) -> None:
+        """Remember the body of an origin's robots.txt until its rules are settled."""
+        self._robots_bodies[origin] = body
+
+    def save_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
+        """Save what the robots middleware now knows of ``origin``."""
+        state = robots.book.state(origin)
+        body = self._robots_bodies.pop(origin, None)
+        if state.rules is not None and body is None:
+            return  # the rules came without a response seen here: fetched again on resume
+        saved: dict[str, Any] = {
+            "known": state.known,
+            "denied": state.denied,
+            "fetched_at": state.fetched_at - time.monotonic() + time.time(),
+        }
+        if state.rules is not None and body is not None:
+            saved["rules"] = body[: robots.book.config.max_bytes].decode("utf-8", "replace")
+        self.store.save_state(f"robots:{origin}", saved)
+
+    def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
+        """Give the robots middleware what a previous run knew of ``origin`` (once)."""
+        if origin in self._robots_checked:
+            return
+        self._robots_checked.add(origin)
+        if origin in robots.book.origins:
+            return
+        saved = self.store.load_state(f"robots:{origin}")
+        if saved is None:
+            return
+        fetched_at = saved.get("fetched_at")
+        if not isinstance(fetched_at, (int, float)) or not math.isfinite(fetched_at):
+            return
+        state = robots.book.state(origin)
+        state.known = bool(saved.get("known"))
+        state.denied = bool(saved.get("denied"))
+        state.fetched_at = fetched_at - time.time() + time.monotonic()
+        rules = saved.get("rules")
+        if isinstance(rules, str):
+            state.rules = parse_rules(rules.encode("utf-8"), robots.book.config.max_bytes)
+            state.sitemaps = list(state.rules.sitemaps)
+        self.stats.inc_value("aimd/jobdir/robots_restored")
