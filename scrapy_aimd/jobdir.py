@@ -21,7 +21,7 @@ it found later is filtered as a duplicate. The protocol that keeps it:
    callback or errback has run to the end and every request that it yielded
    has reached the scheduler (so has a row in the same or an earlier
    transaction); or a middleware's redirect, retry or throttled copy has. The
-   engine's set of requests in progress tells (``scrapy_aimd._engine``): a
+   engine's set of requests in progress tells (``scrapy_aimd._compat``): a
    request handed out and no longer in it is done. The engine adds a request to
    that set in the same call in which it takes it from ``next_request()``, so
    "handed out and not in progress" never means "not started yet". Deleting the
@@ -67,7 +67,7 @@ from scrapy.utils.asyncio import create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import request_from_dict
 
-from scrapy_aimd._engine import requests_in_progress
+from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.controller import ControllerConfig, HostController
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots import ROBOTS_META
@@ -230,7 +230,7 @@ class Jobdir:
         if requests_in_progress(crawler) is None:
             raise JobdirError(
                 "This Scrapy's engine does not show which requests it has finished "
-                "(see scrapy_aimd/_engine.py): without that, a JOBDIR cannot be kept "
+                "(see scrapy_aimd/_compat.py): without that, a JOBDIR cannot be kept "
                 "consistent. Crawl without JOBDIR, or use a Scrapy that scrapy-aimd supports."
             )
         self.path = Path(path)

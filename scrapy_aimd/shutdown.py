@@ -19,7 +19,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
-from scrapy_aimd._engine import Download, spider_closing, wrap_downloads
+from scrapy_aimd._compat import Download, spider_closing, wrap_downloads
 from scrapy_aimd.settings import SettingsLike, read_float
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
-"""What ``scrapy_aimd._engine`` relies on in Scrapy's engine.
+"""What ``scrapy_aimd._compat`` relies on in Scrapy's engine.
 
 If one of these fails after a Scrapy upgrade, the crash-safe JOBDIR may delete
 a request's row before the requests that its callback yields are stored, or
-``AIMD_SHUTDOWN_GRACE`` no longer cancels downloads. Read ``_engine.py``
+``AIMD_SHUTDOWN_GRACE`` no longer cancels downloads. Read ``_compat.py``
 before changing anything.
 """
 
