@@ -7,6 +7,7 @@ from typing import Any
 from crawlrunner import FarmSpider
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.sitemap import Sitemap
 
 
 class DropPageThree:
@@ -25,3 +26,13 @@ class SpacedSpider(FarmSpider):
         "ADDONS": {"scrapy_aimd.Addon": 500},
         "AIMD_MIN_DELAY": 0.3,
     }
+
+
+class SitemapFollowingSpider(FarmSpider):
+    """Follows no links: its pages come from the sitemaps robots.txt lists."""
+
+    name = "sitemaps"
+
+    def sitemap(self, response: Any) -> Any:
+        for entry in Sitemap(response.body):
+            yield Request(entry["loc"], callback=self.parse)

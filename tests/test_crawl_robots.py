@@ -119,3 +119,23 @@ def test_garbage_is_ignored_line_by_line(crawl: tuple[CrawlResult, list[dict[str
     fetched = page_paths(host_log(crawl, "garbage"))
     assert "/p/2" not in fetched
     assert "/p/3" in fetched
+
+
+def test_sitemaps_from_robots_reach_the_spiders_sitemap_callback(tmp_path: Path) -> None:
+    specs = [
+        HostSpec(name="mapped", pages=10, robots="User-agent: *\nDisallow: /p/4\n", sitemap=True)
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [farm.urls["mapped"] + "/"],
+            tmp_path / "crawl",
+            {**AIMD, "ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_SITEMAPS": True},
+            follow=False,
+            spider="components.SitemapFollowingSpider",
+        )
+        log = farm.read_log()
+    assert any(r["path"] == "/sitemap.xml" for r in log)
+    fetched = page_paths(log)
+    assert {f"/p/{i}" for i in range(10) if i != 4} <= fetched
+    assert "/p/4" not in fetched  # the sitemap lists it; robots.txt still decides
+    assert result.stats.get("aimd/robots/sitemaps") == 1
