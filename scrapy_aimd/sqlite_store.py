@@ -273,30 +273,35 @@ class SqliteQueueStore(Generic[T]):
         ):
             return self._memory.pop(host)
         taken = queue.taken
-        rows = self._read(
-            "SELECT k0, k1, k2, item FROM queue WHERE host = ? ORDER BY k0, k1, k2 LIMIT ?",
-            (queue.id, len(taken) + 2),
-        )
-        found = [row for row in rows if row[2] not in taken]
-        if not found:  # pragma: no cover - the count said otherwise
-            raise StoreError(f"{self.path}: the queue of {host} is shorter than its count")
-        k0, k1, k2, data = found[0]
-        taken.add(k2)
-        queue.count -= 1
-        self._size -= 1
-        queue.head = (found[1][0], found[1][1], found[1][2]) if len(found) > 1 else None
-        try:
-            item = self._decode(data)
-        except Exception:
-            self.undecodable += 1
-            logger.exception(
-                "Skipping a request in %s that cannot be read (host %s); it stays on disk",
-                self.path,
-                host,
+        while queue.head is not None:
+            # Keys first: the rows taken (in flight, or unreadable) are skipped
+            # without reading their items.
+            rows = self._read(
+                "SELECT k0, k1, k2 FROM queue WHERE host = ? ORDER BY k0, k1, k2 LIMIT ?",
+                (queue.id, len(taken) + 2),
             )
-            return self.pop(host)
-        self._rows[item] = _Row(queue, (k0, k1, k2), kept=False)
-        return item
+            found = [row for row in rows if row[2] not in taken]
+            if not found:  # pragma: no cover - the count said otherwise
+                raise StoreError(f"{self.path}: the queue of {host} is shorter than its count")
+            k0, k1, k2 = found[0]
+            taken.add(k2)
+            queue.count -= 1
+            self._size -= 1
+            queue.head = (found[1][0], found[1][1], found[1][2]) if len(found) > 1 else None
+            ((data,),) = self._read("SELECT item FROM queue WHERE k2 = ?", (k2,))
+            try:
+                item = self._decode(data)
+            except Exception:
+                self.undecodable += 1
+                logger.exception(
+                    "Skipping a request in %s that cannot be read (host %s); it stays on disk",
+                    self.path,
+                    host,
+                )
+                continue
+            self._rows[item] = _Row(queue, (k0, k1, k2), kept=False)
+            return item
+        return None
 
     def keep(self, host: str, key: SortKey, item: T) -> None:
         if item in self._rows:

@@ -328,3 +328,16 @@ def test_a_frontier_over_a_reopened_store_files_its_hosts(tmp_path: Path) -> Non
         order.append(popped.item)
     assert order == ["c-urgent", "a-root", "b-shallow", "a-deep"]
     store.close()
+
+
+def test_thousands_of_unreadable_rows_are_skipped_in_a_loop(tmp_path: Path) -> None:
+    # A renamed callback makes every stored request of a resumed crawl unreadable;
+    # skipping them must neither recurse nor reread them.
+    store = open_store(tmp_path / "f.sqlite")
+    for arrival in range(3000):
+        store.push("a", (0, 0, arrival), f"bad row {arrival}")
+    store.push("a", (0, 0, 3000), "a3000")
+    assert store.pop("a") == "a3000"
+    assert store.pop("a") is None
+    assert store.undecodable == 3000
+    store.close()
