@@ -11,12 +11,17 @@ once a second, so a killed crawl loses at most the last second.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 FLUSH_EVERY = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 class EventLog:
@@ -37,16 +42,30 @@ class EventLog:
         record.update(fields)
         self._write(record)
         if now - self._last_flush >= FLUSH_EVERY and self._file is not None:
-            self._file.flush()
             self._last_flush = now
+            self._guard(self._file.flush)
 
     def close(self, now: float, **fields: Any) -> None:
         if self._file is None:
             return
         self.emit("close", now, **fields)
-        self._file.close()
+        if self._file is not None:
+            self._guard(self._file.close)
         self._file = None
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            line = json.dumps(record, separators=(",", ":")) + "\n"
+            self._guard(lambda: self._file.write(line) if self._file else None)
+
+    def _guard(self, action: Callable[[], object]) -> None:
+        """The events are a picture of the crawl, not the crawl: a disk that fails
+        them (full, gone) turns them off with one warning instead of stopping it."""
+        try:
+            action()
+        except OSError as exc:
+            logger.warning("Stopped writing AIMD_EVENTS_FILE %s: %s", self.path, exc)
+            file, self._file = self._file, None
+            if file is not None:
+                with contextlib.suppress(OSError):
+                    file.close()

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
@@ -81,13 +82,14 @@ class AimdScheduler:
         self.summaries: dict[str, HostSummary] = {}
         #: Requests handed to the engine whose feedback has not come yet.
         self.in_flight: dict[Request, tuple[str, Ticket, float]] = {}
-        #: Feedback may only release a request after the download that it is about.
-        self.stale_after = 2 * crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180) + 60
+        #: An in-flight entry with no feedback this long after the timeout is swept.
+        self.download_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
         self._wake: CallLaterResult | None = None
         self._wake_at = math.inf
         self._last_sweep = clock()
         self.spider: Spider | None = None
         self.robots: RobotsTxtMiddleware | None = None
+        self._failed = False
         #: Requests whose origin's robots.txt is not known yet, by origin.
         self.parked: dict[str, list[Request]] = {}
         self._parked_count = 0
@@ -176,6 +178,8 @@ class AimdScheduler:
         except StoreError as exc:
             assert self.jobdir is not None
             self.jobdir.fail(exc)
+        except Exception:
+            self._fail("enqueue_request")
         return True
 
     def _route(self, request: Request) -> None:
@@ -213,12 +217,25 @@ class AimdScheduler:
             )
 
     def next_request(self) -> Request | None:
+        # An exception raised here would break the engine's loop quietly (it then
+        # crawls on its 5 s heartbeat only): stop the crawl loudly instead.
         try:
             return self._next_request()
-        except StoreError as exc:  # raised here, it would stall the engine quietly
+        except StoreError as exc:
             assert self.jobdir is not None
             self.jobdir.fail(exc)
-            return None
+        except Exception:
+            self._fail("next_request")
+        return None
+
+    def _fail(self, where: str) -> None:
+        """Log the exception being handled and close the spider (reason "aimd_error")."""
+        logger.exception("Stopping the crawl: AimdScheduler.%s failed", where)
+        self.stats.inc_value("aimd/errors")
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None and not self._failed:
+            self._failed = True
+            deferred_from_coro(engine.close_spider_async(reason="aimd_error"))
 
     def _next_request(self) -> Request | None:
         jobdir = self.jobdir
@@ -441,11 +458,22 @@ class AimdScheduler:
         a place in flight for ever.
         """
         self._last_sweep = now
-        expired = [r for r, (_, _, t) in self.in_flight.items() if now - t > self.stale_after]
+        expired = [
+            request
+            for request, (_, _, started) in self.in_flight.items()
+            if now - started > self._stale_after(request)
+        ]
         for request in expired:
             self._release(request, now)
             self.stats.inc_value("aimd/in_flight/expired")
             logger.warning("No feedback for %s; released its host's place", request)
+
+    def _stale_after(self, request: Request) -> float:
+        """Twice the request's own download timeout, and a minute: surely over."""
+        timeout = request.meta.get("download_timeout", self.download_timeout)
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            timeout = self.download_timeout
+        return 2 * float(timeout) + 60
 
     def _new_controller(self, host: str) -> HostController:
         cfg = self.configs.for_host(host)

@@ -82,3 +82,11 @@ def arrival_gaps(records: list[dict[str, Any]]) -> list[float]:
     """Seconds between consecutive request arrivals in a farm log."""
     arrivals = sorted(r["arrived"] for r in records)
     return [b - a for a, b in itertools.pairwise(arrivals)]
+
+
+def start_gaps(events_file: Path, host: str | None = None) -> list[float]:
+    """Seconds between consecutive request starts in an AIMD_EVENTS_FILE, as the
+    scheduler timed them (a host's arrivals at the server jitter around these)."""
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    starts = [e["t"] for e in events if e["event"] == "start" and host in (None, e.get("host"))]
+    return [b - a for a, b in itertools.pairwise(starts)]

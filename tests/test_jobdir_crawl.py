@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from crawling import AIMD, ROOT, RUNNER
 
 from scrapy_aimd.jobdir import FRONTIER_FILENAME
@@ -264,6 +265,8 @@ def test_shutdown_grace_cancels_slow_downloads_and_keeps_them(tmp_path: Path) ->
                 if set(hanging) <= frontier_urls(job.jobdir):
                     break
             time.sleep(0.1)
+        else:
+            pytest.fail("the slow pages were never stored")
         time.sleep(0.5)
         stopping = time.monotonic()
         assert job.stop(first, signal.SIGINT) == 0, first.log()[-3000:]
@@ -314,6 +317,8 @@ def test_a_resumed_crawl_keeps_the_pause_and_the_robots_rules(tmp_path: Path) ->
             ):
                 break
             time.sleep(0.1)
+        else:
+            pytest.fail("the pause and the robots rules were never saved")
         assert job.stop(first, signal.SIGKILL) == -signal.SIGKILL
         last = job.finish()
         log = farm.read_log()
