@@ -278,6 +278,7 @@ class HostController:
     _live: dict[int, float] = field(init=False, default_factory=dict)
     """Tickets in flight: serial -> start time on the unpaused clock."""
     _last_start: float = field(init=False, default=-math.inf)
+    _previous_start: float = field(init=False, default=-math.inf)
     _round_number: int = field(init=False, default=0)
     _round: _Round = field(init=False, default_factory=_Round)
     _pauses: _Pauses = field(init=False, default_factory=_Pauses)
@@ -358,7 +359,7 @@ class HostController:
             raise HostNotReady(f"host not ready before {ready!r} (now {now!r})")
         ticket = Ticket(serial=next(_serials), started=now, round=self._round_number)
         self._live[ticket.serial] = self._pauses.active(now)
-        self._last_start = now
+        self._previous_start, self._last_start = self._last_start, now
         if len(self._live) >= self._concurrency:
             self._round.reached_limit = True
         return ticket
@@ -410,8 +411,11 @@ class HostController:
 
     def cancel(self, ticket: Ticket) -> None:
         """The request never reached the host (dropped, cached, denied, spider closed):
-        free its place and learn nothing."""
-        self._live.pop(ticket.serial, None)
+        free its place and learn nothing. If it was the latest start, the next
+        request need not wait a gap for it: a crawl replayed from Scrapy's HTTP
+        cache would otherwise go at the host's pace with no request sent."""
+        if self._live.pop(ticket.serial, None) is not None and ticket.started == self._last_start:
+            self._last_start = self._previous_start
 
     def set_crawl_delay(self, seconds: float | None) -> None:
         """The robots.txt Crawl-delay, or None when there is none. It is a floor,

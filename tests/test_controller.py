@@ -1389,3 +1389,17 @@ def sweep() -> None:
 
 if __name__ == "__main__":
     main(sys.argv)
+
+
+def test_a_cancelled_start_does_not_spend_the_gap() -> None:
+    # The request never reached the host (answered from a cache, dropped).
+    host = make(min_delay=5.0, max_concurrency=1)
+    first = host.start(0.0)
+    host.finish(first, 0.1, status=200, latency=0.1)
+    assert host.ready_at(0.1) == 5.0
+    second = host.start(5.0)
+    host.cancel(second)
+    assert host.ready_at(5.0) == 5.0  # not 10.0: nothing was sent at 5.0
+    third = host.start(5.0)
+    host.finish(third, 5.1, status=200, latency=0.1)
+    assert host.ready_at(5.1) == 10.0
