@@ -279,6 +279,7 @@ class HostController:
     """Tickets in flight: serial -> start time on the unpaused clock."""
     _last_start: float = field(init=False, default=-math.inf)
     _previous_start: float = field(init=False, default=-math.inf)
+    _last_serial: int = field(init=False, default=0)
     _round_number: int = field(init=False, default=0)
     _round: _Round = field(init=False, default_factory=_Round)
     _pauses: _Pauses = field(init=False, default_factory=_Pauses)
@@ -360,6 +361,7 @@ class HostController:
         ticket = Ticket(serial=next(_serials), started=now, round=self._round_number)
         self._live[ticket.serial] = self._pauses.active(now)
         self._previous_start, self._last_start = self._last_start, now
+        self._last_serial = ticket.serial
         if len(self._live) >= self._concurrency:
             self._round.reached_limit = True
         return ticket
@@ -414,8 +416,16 @@ class HostController:
         free its place and learn nothing. If it was the latest start, the next
         request need not wait a gap for it: a crawl replayed from Scrapy's HTTP
         cache would otherwise go at the host's pace with no request sent."""
-        if self._live.pop(ticket.serial, None) is not None and ticket.started == self._last_start:
+        if self._live.pop(ticket.serial, None) is not None and ticket.serial == self._last_serial:
             self._last_start = self._previous_start
+
+    def sent(self, ticket: Ticket, now: float) -> None:
+        """The request left for the host ``now``, later than it started: the gap
+        counts from here. Between the scheduler handing a request out and the
+        downloader sending it, a busy reactor can take tens of milliseconds, and a
+        host that counts arrivals would see two requests closer than the gap."""
+        if ticket.serial in self._live and now > self._last_start:
+            self._last_start = now
 
     def set_crawl_delay(self, seconds: float | None) -> None:
         """The robots.txt Crawl-delay, or None when there is none. It is a floor,

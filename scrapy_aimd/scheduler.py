@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
@@ -123,6 +124,9 @@ class AimdScheduler:
             self.jobdir = Jobdir(self.jobdir_path, self.crawler, spider, self.df, clock=self.clock)
             self.frontier = Frontier(self._new_controller, self.jobdir.store)
         self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
+        self.crawler.signals.connect(
+            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
+        )
         if self.events_file:
             self.events = EventLog(self.events_file, now=self.clock(), spider=spider.name)
         self._check_downloader_settings()
@@ -146,6 +150,9 @@ class AimdScheduler:
         if self.shutdown is not None:
             self.shutdown.stop()
         self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
+        self.crawler.signals.disconnect(
+            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
+        )
         self.stats.set_value("aimd/in_flight_at_close", len(self.in_flight))
         for request in list(self.in_flight):
             self._release(request, now)
@@ -291,6 +298,12 @@ class AimdScheduler:
         return False
 
     # -- feedback ------------------------------------------------------------------
+
+    def _on_reached_downloader(self, request: Request, **_: Any) -> None:
+        """Time the host's gap from the moment the request is sent, not handed out."""
+        entry = self.in_flight.get(request)
+        if entry is not None:
+            self.frontier.controller(entry[0]).sent(entry[1], self.clock())
 
     def _on_feedback(
         self,

@@ -1403,3 +1403,15 @@ def test_a_cancelled_start_does_not_spend_the_gap() -> None:
     third = host.start(5.0)
     host.finish(third, 5.1, status=200, latency=0.1)
     assert host.ready_at(5.1) == 10.0
+
+
+def test_the_gap_counts_from_when_the_request_was_sent() -> None:
+    host = make(min_delay=1.0, max_concurrency=4, adaptive=False)
+    first = host.start(0.0)
+    host.sent(first, 0.08)  # the reactor was busy: it left 80 ms after it started
+    assert host.ready_at(0.5) == pytest.approx(1.08)
+    host.sent(first, 0.05)  # never earlier than what is known
+    assert host.ready_at(0.5) == pytest.approx(1.08)
+    host.finish(first, 0.2, status=200, latency=0.1)
+    host.sent(first, 0.9)  # a released ticket says nothing
+    assert host.ready_at(0.5) == pytest.approx(1.08)
