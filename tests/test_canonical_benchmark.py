@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarking import ROOT, run_benchmark
 
 
 def test_bench_canonical_smoke() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "bench_canonical.py"),
-            "--urls",
-            "300",
-            "--rounds",
-            "1",
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert "URLs: 300 generated" in result.stdout
-    assert "canonicalization ratio" in result.stdout
+    stdout = run_benchmark("bench_canonical.py", "--urls", "300", "--rounds", "1")
+    assert "URLs: 300 generated" in stdout
+    assert "canonicalization ratio" in stdout
 
 
 def test_generated_urls_cover_the_variants() -> None:
