@@ -1,4 +1,4 @@
-"""Canonicalization throughput: scrapy_aimd.canonical against w3lib.
+"""Canonicalization throughput: scrapy_aimd.core.canonical against w3lib.
 
 Both canonicalize the same generated set of realistic URLs (mixed-case and IDN
 hosts, default and other ports, tracking parameters, fragments, percent-encodings,
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
-from scrapy_aimd.canonical import Canonicalizer
+from scrapy_aimd.core.canonical import Canonicalizer
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scrapy_aimd.dedup import SeenSet
+from scrapy_aimd.core.dedup import SeenSet
 
 # Scrapy, w3lib and the dupefilter are imported where they are used, so that a
 # memory-measuring child process holds nothing but what it measures.

@@ -1,6 +1,6 @@
 """Crawl the benchmark site farm with stock Scrapy and with scrapy-aimd, side by side.
 
-Each crawler gets a fresh farm (``scrapy_aimd.sitefarm.benchmark_farm``: ten loopback
+Each crawler gets a fresh farm (``sitefarm.benchmark_farm``: ten loopback
 hosts that push back each their own way) and a fresh process, with the same
 ``CONCURRENT_REQUESTS`` and ``ROBOTSTXT_OBEY``. What each crawl did is read from the
 farm's request log, the sites' own view, so the three are measured alike:
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scrapy_aimd.sitefarm import (
+from sitefarm import (
     HostSpec,
     benchmark_farm,
     host_possible_seconds,

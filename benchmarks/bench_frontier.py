@@ -17,8 +17,8 @@ import heapq
 import random
 import time
 
-from scrapy_aimd.controller import ControllerConfig, HostController, Ticket
-from scrapy_aimd.frontier import Frontier
+from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
+from scrapy_aimd.core.frontier import Frontier
 
 PER_HOST = 4
 LATENCY = 0.05

@@ -33,8 +33,8 @@ import scrapy
 from bench_dedup import _peak_rss_bytes, _rss_bytes
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.controller import ControllerConfig, HostController
-from scrapy_aimd.frontier import Frontier, MemoryQueueStore, QueueStore
+from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.frontier import Frontier, MemoryQueueStore, QueueStore
 from scrapy_aimd.jobdir import CHECKPOINT_WRITES, RequestCodec
 from scrapy_aimd.sqlite_store import SqliteQueueStore
 

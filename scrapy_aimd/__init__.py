@@ -1,7 +1,7 @@
 """scrapy-aimd: fast and polite crawling for Scrapy.
 
 The Scrapy-facing classes are imported lazily, so that the pure core
-(``scrapy_aimd.controller``, ``scrapy_aimd.canonical``, ``scrapy_aimd.frontier``
+(``scrapy_aimd.core.controller``, ``scrapy_aimd.core.canonical``, ``scrapy_aimd.core.frontier``
 ...) can be used and tested without importing Scrapy.
 """
 

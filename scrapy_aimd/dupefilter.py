@@ -1,7 +1,7 @@
 """AimdDupeFilter (for ``DUPEFILTER_CLASS``): one fetch per canonical page.
 
 It keeps 64-bit request keys (see :mod:`scrapy_aimd.fingerprint`) in a
-:class:`~scrapy_aimd.dedup.SeenSet`, about 12 bytes a request where Scrapy's
+:class:`~scrapy_aimd.core.dedup.SeenSet`, about 12 bytes a request where Scrapy's
 RFPDupeFilter spends about 95.
 
 Two differences from RFPDupeFilter:
@@ -42,7 +42,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import referer_str
 
-from scrapy_aimd.dedup import SeenSet
+from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
     request_key_function,

@@ -1,7 +1,7 @@
 """Request fingerprints over canonical URLs: 8 bytes, with the rules inside.
 
 :class:`AimdRequestFingerprinter` (for ``REQUEST_FINGERPRINTER_CLASS``) hashes
-the method, the canonical URL (:mod:`scrapy_aimd.canonical`) and the body with
+the method, the canonical URL (:mod:`scrapy_aimd.core.canonical`) and the body with
 BLAKE2b, keyed by the rules: a change of canonicalization rules or settings
 changes every fingerprint, so keys saved under older rules never silently mix
 with new ones. ``meta["verbatim_url"]`` skips canonicalization, as in Scrapy's
@@ -17,7 +17,7 @@ from hashlib import blake2b
 from typing import TYPE_CHECKING, Final
 from weakref import WeakKeyDictionary
 
-from scrapy_aimd.canonical import Canonicalizer
+from scrapy_aimd.core.canonical import Canonicalizer
 
 if TYPE_CHECKING:
     from collections.abc import Callable

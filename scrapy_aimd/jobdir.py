@@ -68,10 +68,10 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._compat import requests_in_progress
-from scrapy_aimd.controller import ControllerConfig, HostController
+from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.robots import parse_rules
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots import ROBOTS_META
-from scrapy_aimd.robotstxt import parse_rules
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_aimd.frontier import Frontier
+    from scrapy_aimd.core.frontier import Frontier
     from scrapy_aimd.robots import RobotsTxtMiddleware
 
 __all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]

@@ -21,8 +21,8 @@ from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import signals
+from scrapy_aimd.core.retry_after import parse_retry_after
 from scrapy_aimd.request_hosts import request_host
-from scrapy_aimd.retry_after import parse_retry_after
 from scrapy_aimd.settings import controller_configs, read_int
 
 if TYPE_CHECKING:

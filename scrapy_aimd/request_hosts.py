@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_aimd.hosts import host_key_from_netloc
+from scrapy_aimd.core.hosts import host_key_from_netloc
 
 if TYPE_CHECKING:
     from scrapy import Request
 
 
 def request_host(request: Request) -> str:
-    """The host key of a request (see ``scrapy_aimd.hosts``)."""
+    """The host key of a request (see ``scrapy_aimd.core.hosts``)."""
     parts = urlparse_cached(request)
     return host_key_from_netloc(parts.scheme, parts.netloc)
 

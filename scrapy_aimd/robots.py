@@ -2,7 +2,7 @@
 
 Scrapy's own middleware parses the body of any status (a 503 page counts as
 rules), allows everything when the file cannot be fetched, caches it for ever
-and ignores Crawl-delay. This one asks ``scrapy_aimd.robotstxt.RobotsBook``
+and ignores Crawl-delay. This one asks ``scrapy_aimd.core.robots.RobotsBook``
 what each outcome means. With ``AimdScheduler``, an origin's requests wait in
 the scheduler until its rules are known (other origins go on), the robots.txt
 request goes through the host's controller like any other request, and the
@@ -23,9 +23,9 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from scrapy_aimd.hosts import host_key_from_netloc
+from scrapy_aimd.core.hosts import host_key_from_netloc
+from scrapy_aimd.core.robots import FetchResult, Outcome, RobotsBook, RobotsConfig, Verdict
 from scrapy_aimd.request_hosts import request_origin
-from scrapy_aimd.robotstxt import FetchResult, Outcome, RobotsBook, RobotsConfig, Verdict
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
 if TYPE_CHECKING:

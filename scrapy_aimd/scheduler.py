@@ -31,13 +31,13 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from scrapy_aimd import signals
 from scrapy_aimd._compat import wake_engine
-from scrapy_aimd.controller import HostController, Reaction, Ticket
+from scrapy_aimd.core.controller import HostController, Reaction, Ticket
+from scrapy_aimd.core.frontier import Frontier
+from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.events import EventLog
-from scrapy_aimd.frontier import Frontier
 from scrapy_aimd.jobdir import Jobdir
 from scrapy_aimd.request_hosts import request_host, request_origin
 from scrapy_aimd.robots import ROBOTS_META, RobotsTxtMiddleware, is_exempt
-from scrapy_aimd.robotstxt import Verdict
 from scrapy_aimd.settings import HostConfigs, controller_configs
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError

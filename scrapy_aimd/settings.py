@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import idna
 
-from scrapy_aimd.controller import POSITIVE_FIELDS, ControllerConfig
+from scrapy_aimd.core.controller import POSITIVE_FIELDS, ControllerConfig
 
 
 class SettingsLike(Protocol):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
-from scrapy_aimd.frontier import MemoryQueueStore, SortKey
+from scrapy_aimd.core.frontier import MemoryQueueStore, SortKey
 
 __all__ = ["FORMAT", "SqliteQueueStore", "StoreError"]
 
@@ -98,7 +98,7 @@ class _Row:
 
 
 class SqliteQueueStore(Generic[T]):
-    """A :class:`~scrapy_aimd.frontier.QueueStore` in one SQLite file."""
+    """A :class:`~scrapy_aimd.core.frontier.QueueStore` in one SQLite file."""
 
     def __init__(
         self,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scrapy_aimd.sitefarm import HostSpec, possible_crawl_seconds, specs_to_json
+from sitefarm import HostSpec, possible_crawl_seconds, specs_to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "bench_farm.py"

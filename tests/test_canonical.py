@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
-from scrapy_aimd.canonical import (
+from scrapy_aimd.core.canonical import (
     CANONICAL_SETTINGS,
     FRAGMENT,
     PATH,
@@ -793,7 +793,7 @@ def test_host_stage_is_idempotent(host: str) -> None:
 
 def test_canonical_module_does_not_import_scrapy() -> None:
     code = (
-        "import sys, scrapy_aimd.canonical\n"
+        "import sys, scrapy_aimd.core.canonical\n"
         "assert 'scrapy' not in sys.modules and 'twisted' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pytest
 
-from scrapy_aimd.controller import (
+from scrapy_aimd.core.controller import (
     ControllerConfig,
     HostController,
     HostNotReady,
@@ -1005,7 +1005,7 @@ def test_from_state_rejects_a_damaged_state(state: object) -> None:
 def test_controller_imports_no_scrapy() -> None:
     code = (
         "import sys\n"
-        "import scrapy_aimd.controller, scrapy_aimd.retry_after, scrapy_aimd.settings\n"
+        "import scrapy_aimd.core.controller, scrapy_aimd.core.retry_after, scrapy_aimd.settings\n"
         "assert not any(m == 'scrapy' or m.startswith('scrapy.') for m in sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -16,7 +16,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from scrapy_aimd.controller import (
+from scrapy_aimd.core.controller import (
     ControllerConfig,
     HostController,
     HostNotReady,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from crawling import AIMD, run_crawl, start_gaps
 
-from scrapy_aimd.sitefarm import HostSpec, Redirect, start_farm
+from sitefarm import HostSpec, Redirect, start_farm
 
 
 def assert_nothing_in_flight(stats: dict[str, object]) -> None:

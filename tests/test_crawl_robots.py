@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl
 
-from scrapy_aimd.sitefarm import HostSpec, start_farm
+from sitefarm import HostSpec, start_farm
 
 RULES = "User-agent: *\nDisallow: /p/2\n"
 

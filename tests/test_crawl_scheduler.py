@@ -13,7 +13,7 @@ from typing import Any
 
 from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl, start_gaps
 
-from scrapy_aimd.sitefarm import HostSpec, start_farm, summarize
+from sitefarm import HostSpec, start_farm, summarize
 
 
 def crawl_farm(

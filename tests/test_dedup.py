@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_aimd.dedup import SeenSet, _next_prime
+from scrapy_aimd.core.dedup import SeenSet, _next_prime
 
 MAX_KEY = (1 << 64) - 1
 

@@ -13,7 +13,7 @@ from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.canonical import Canonicalizer
+from scrapy_aimd.core.canonical import Canonicalizer
 from scrapy_aimd.dupefilter import (
     BATCH_KEYS,
     FLUSH_DELAY,

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from scrapy_aimd.canonical import canonicalize_url
-from scrapy_aimd.hosts import host_key
+from scrapy_aimd.core.canonical import canonicalize_url
+from scrapy_aimd.core.hosts import host_key
 from scrapy_aimd.robots import CRAWL_DELAY_MARGIN
-from scrapy_aimd.sitefarm import demo_farm, read_log_file, summarize
+from sitefarm import demo_farm, read_log_file, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "example_project"

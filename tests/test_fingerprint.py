@@ -9,7 +9,7 @@ from scrapy import Request
 from scrapy.utils.request import RequestFingerprinter
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.canonical import Canonicalizer
+from scrapy_aimd.core.canonical import Canonicalizer
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
     request_key_function,

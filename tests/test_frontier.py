@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from scrapy_aimd.controller import ControllerConfig, HostController
-from scrapy_aimd.frontier import Frontier, MemoryQueueStore
+from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.frontier import Frontier, MemoryQueueStore
 
 
 def make_frontier(

@@ -1,6 +1,6 @@
 import pytest
 
-from scrapy_aimd.hosts import host_key
+from scrapy_aimd.core.hosts import host_key
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ import pytest
 from crawling import AIMD, ROOT, RUNNER
 
 from scrapy_aimd.jobdir import FRONTIER_FILENAME
-from scrapy_aimd.sitefarm import FarmProcess, HostSpec, start_farm, summarize
+from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 #: Every test crawl: scrapy-aimd, fast hosts, a JOBDIR.
 SETTINGS: dict[str, Any] = {

@@ -5,17 +5,17 @@ import sys
 
 CORE = [
     "scrapy_aimd",
-    "scrapy_aimd.controller",
-    "scrapy_aimd.retry_after",
+    "scrapy_aimd.core.controller",
+    "scrapy_aimd.core.retry_after",
     "scrapy_aimd.settings",
-    "scrapy_aimd.hosts",
-    "scrapy_aimd.frontier",
-    "scrapy_aimd.canonical",
-    "scrapy_aimd.dedup",
-    "scrapy_aimd.robotstxt",
+    "scrapy_aimd.core.hosts",
+    "scrapy_aimd.core.frontier",
+    "scrapy_aimd.core.canonical",
+    "scrapy_aimd.core.dedup",
+    "scrapy_aimd.core.robots",
     "scrapy_aimd.events",
     "scrapy_aimd.summary",
-    "scrapy_aimd.sitefarm",
+    "sitefarm",
     "scrapy_aimd.report",
 ]
 

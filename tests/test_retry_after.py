@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrapy_aimd.retry_after import parse_retry_after
+from scrapy_aimd.core.retry_after import parse_retry_after
 
 # 1994-11-06 08:49:37 UTC, the example date of RFC 9110 section 5.6.7.
 EXAMPLE = float(calendar.timegm((1994, 11, 6, 8, 49, 37)))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scrapy_aimd.controller import ControllerConfig
+from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.settings import (
     CONTROLLER_SETTINGS,
     AimdSettingsError,

@@ -19,8 +19,9 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
+from sitefarm.urls import VARIANT_KINDS, link_variant, parse_target
 
-from scrapy_aimd.sitefarm import (
+from sitefarm import (
     HostSpec,
     Redirect,
     SpecError,
@@ -38,7 +39,6 @@ from scrapy_aimd.sitefarm import (
     summarize,
     totals,
 )
-from scrapy_aimd.sitefarm.urls import VARIANT_KINDS, link_variant, parse_target
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -725,7 +725,7 @@ def test_start_farm_reports_a_failed_start() -> None:
 def child(config: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
-        [sys.executable, "-m", "scrapy_aimd.sitefarm", str(config), *extra],
+        [sys.executable, "-m", "sitefarm", str(config), *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -803,7 +803,7 @@ def test_cli_rejects_a_bad_config(tmp_path: Path) -> None:
 
 def test_cli_serves_a_preset_and_prints_configs() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    command = [sys.executable, "-m", "scrapy_aimd.sitefarm", "--preset", "demo"]
+    command = [sys.executable, "-m", "sitefarm", "--preset", "demo"]
     printed = subprocess.run(
         [*command, "--print-config"], capture_output=True, env=env, timeout=20, check=True
     )
@@ -953,7 +953,7 @@ def test_a_hostname_is_used_in_urls_only_when_it_resolves_to_the_host() -> None:
 
 def test_the_farm_imports_no_scrapy_or_twisted() -> None:
     code = (
-        "import sys, scrapy_aimd.sitefarm, scrapy_aimd.sitefarm.__main__\n"
+        "import sys, sitefarm, sitefarm.__main__\n"
         "assert not {'scrapy', 'twisted'} & set(sys.modules), sorted(sys.modules)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))

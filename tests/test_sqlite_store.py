@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_aimd.controller import ControllerConfig, HostController
-from scrapy_aimd.frontier import Frontier, MemoryQueueStore, SortKey
+from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.frontier import Frontier, MemoryQueueStore, SortKey
 from scrapy_aimd.sqlite_store import FORMAT, SqliteQueueStore, StoreError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ kind of real site:
 No host needs the internet. The site stops when the spider closes.
 
 Arguments: ``-a farm_log=FILE`` keeps the demo site's own log, one JSON line
-per request it received (see ``scrapy_aimd.sitefarm``).
+per request it received (see ``sitefarm``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import scrapy
 from scrapy import signals
 
 from aimd_example.items import Page
-from scrapy_aimd.sitefarm import demo_farm, start_farm
+from sitefarm import demo_farm, start_farm
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from scrapy_aimd.sitefarm import FarmProcess
+    from sitefarm import FarmProcess
 
 
 class DemoSpider(scrapy.Spider):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from scrapy_aimd.controller import HostController, Reaction, Ticket
+from scrapy_aimd.core.controller import HostController, Reaction, Ticket
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import IO, Any
 
-from scrapy_aimd.sitefarm.spec import (
+from sitefarm.spec import (
     QUERY_VARIANT,
     HostSpec,
     Redirect,
@@ -33,7 +33,7 @@ from scrapy_aimd.sitefarm.spec import (
     SpecError,
     validate_farm,
 )
-from scrapy_aimd.sitefarm.urls import VARIANT_KINDS, Target, link_variant, parse_target
+from sitefarm.urls import VARIANT_KINDS, Target, link_variant, parse_target
 
 MAX_LINE = 8192
 MAX_HEADERS = 100

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from scrapy_aimd.sitefarm.spec import HostSpec
+    from sitefarm.spec import HostSpec
 
 #: Reasons of requests the host refused at once; they never occupied it.
 REFUSED_REASONS = frozenset({"capacity", "rate", "pause", "bad_request"})

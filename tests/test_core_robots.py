@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_aimd.robotstxt import (
+from scrapy_aimd.core.robots import (
     MAX_BYTES,
     Outcome,
     RobotsBook,

@@ -18,8 +18,8 @@ import weakref
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from scrapy_aimd.sitefarm.server import Farm
-from scrapy_aimd.sitefarm.spec import HostSpec, specs_to_json, validate_farm
+from sitefarm.server import Farm
+from sitefarm.spec import HostSpec, specs_to_json, validate_farm
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -83,7 +83,7 @@ class FarmProcess:
         self._stderr_path = temp / "stderr.txt"
         config = temp / "farm.json"
         config.write_text(json.dumps(specs_to_json(self.specs)), encoding="utf-8")
-        command = [sys.executable, "-m", "scrapy_aimd.sitefarm", str(config)]
+        command = [sys.executable, "-m", "sitefarm", str(config)]
         command += ["--log", str(self.log_path)]
         if max_seconds is not None:
             command += ["--max-seconds", str(max_seconds)]

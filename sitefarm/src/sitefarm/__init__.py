@@ -7,7 +7,7 @@ library only; no Scrapy import.
 
 From a test or a benchmark, in a child process so the crawler's loop is undisturbed::
 
-    from scrapy_aimd.sitefarm import HostSpec, start_farm, summarize
+    from sitefarm import HostSpec, start_farm, summarize
 
     specs = [HostSpec(name="limited", pages=50, rate=5, burst=5),
              HostSpec(name="slow", pages=20, latency=1.0)]
@@ -17,7 +17,7 @@ From a test or a benchmark, in a child process so the crawler's loop is undistur
         records = farm.read_log()
     print(summarize(records, specs)["limited"].throttled)
 
-From a shell: ``python -m scrapy_aimd.sitefarm CONFIG.json --log LOG.jsonl`` (or
+From a shell: ``python -m sitefarm CONFIG.json --log LOG.jsonl`` (or
 ``--preset demo``) prints one line, ``{"hosts": {name: base URL}, "started": time}``, once
 every host listens, and serves until SIGTERM, SIGINT, stdin EOF or ``--max-seconds``.
 
@@ -43,8 +43,8 @@ Every request is one record (a JSON line in the log file, a dict in memory)::
 
 from __future__ import annotations
 
-from scrapy_aimd.sitefarm.analysis import HostSummary, over_capacity_seconds, summarize, totals
-from scrapy_aimd.sitefarm.presets import (
+from sitefarm.analysis import HostSummary, over_capacity_seconds, summarize, totals
+from sitefarm.presets import (
     benchmark_farm,
     demo_farm,
     farm_page_ids,
@@ -52,7 +52,7 @@ from scrapy_aimd.sitefarm.presets import (
     possible_crawl_seconds,
     requests_needed,
 )
-from scrapy_aimd.sitefarm.runner import (
+from sitefarm.runner import (
     FarmError,
     FarmProcess,
     FarmThread,
@@ -60,8 +60,8 @@ from scrapy_aimd.sitefarm.runner import (
     read_log_file,
     start_farm,
 )
-from scrapy_aimd.sitefarm.server import Farm
-from scrapy_aimd.sitefarm.spec import (
+from sitefarm.server import Farm
+from sitefarm.spec import (
     ROBOTS_MODES,
     HostSpec,
     Redirect,

@@ -1,4 +1,4 @@
-"""``python -m scrapy_aimd.sitefarm CONFIG.json --log LOG.jsonl``: serve a farm.
+"""``python -m sitefarm CONFIG.json --log LOG.jsonl``: serve a farm.
 
 Prints exactly one JSON line on stdout once every host listens, then serves until SIGTERM,
 SIGINT, stdin EOF (so it never outlives its parent) or ``--max-seconds``.
@@ -12,18 +12,18 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from scrapy_aimd.sitefarm.presets import benchmark_farm, demo_farm
-from scrapy_aimd.sitefarm.runner import serve
-from scrapy_aimd.sitefarm.spec import HostSpec, SpecError, specs_from_json, specs_to_json
+from sitefarm.presets import benchmark_farm, demo_farm
+from sitefarm.runner import serve
+from sitefarm.spec import HostSpec, SpecError, specs_from_json, specs_to_json
 
 if TYPE_CHECKING:
-    from scrapy_aimd.sitefarm.server import Farm
+    from sitefarm.server import Farm
 
 PRESETS = {"demo": demo_farm, "benchmark": benchmark_farm}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scrapy_aimd.sitefarm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sitefarm", description=__doc__)
     parser.add_argument("config", nargs="?", help='JSON: {"hosts": [host spec, ...]}')
     parser.add_argument("--preset", choices=sorted(PRESETS), help="serve a bundled farm")
     parser.add_argument("--log", help="write one JSON line per request here")

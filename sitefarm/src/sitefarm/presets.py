@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from scrapy_aimd.sitefarm.spec import HostSpec, Redirect
+from sitefarm.spec import HostSpec, Redirect
 
 
 def requests_needed(spec: HostSpec, *, robots: bool = True) -> float:
