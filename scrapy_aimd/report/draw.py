@@ -149,12 +149,15 @@ def bin_seconds(end: float, most_bins: int, tick: float = 1.0) -> float:
     were kept at) and a whole number of ticks, so that ``end`` needs at most ``most_bins``.
 
     A short crawl kept at a tenth of a second gets bins of a tenth of a second: its
-    first second is ten bars, not one.
+    first second is ten bars, not one. An odd tick gets whole ticks rather than a
+    round step far coarser than it needs.
     """
+    need = end / max(1, most_bins)
+    ticks = tick * max(1, math.ceil(need / tick - 1e-9))
     for step in _BIN_STEPS:
-        if step >= tick * (1 - 1e-9) and _whole(step / tick) and end / step <= most_bins:
-            return step
-    return float(max(3600 * math.ceil(end / most_bins / 3600), tick))
+        if step >= max(need, tick) * (1 - 1e-9) and _whole(step / tick):
+            return step if step <= 2 * ticks else ticks
+    return float(max(3600 * math.ceil(need / 3600), ticks))
 
 
 def _whole(ratio: float) -> bool:
@@ -483,14 +486,14 @@ def share_at_limit(
     tick: float = 1.0,
 ) -> float:
     """The share of the ticks in [start, end] in which the host's peak in flight reached
-    its limit at the tick's end: how much of its time the limit held it back."""
+    the limit it had as the tick began: how much of its time the limit held it back."""
     first, last = int(start / tick + 1e-9), int(end / tick + 1e-9)
     if last < first or not limit:
         return 0.0
     limit_at = step_lookup(limit)
     full = 0
     for key in range(first, last + 1):
-        value = limit_at(min((key + 1) * tick, end))
+        value = limit_at(max(key * tick, start))
         if value is not None and peaks.get(key, 0) >= value:
             full += 1
     return full / (last - first + 1)

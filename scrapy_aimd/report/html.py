@@ -674,7 +674,8 @@ def _hover_columns(
         start, stop = rates.bin_time(i, x.end)
         if stop < first or start > last:
             continue
-        facts = [f"{format_clock(start, precise=True)}{DASH}{format_clock(stop, precise=True)}"]
+        when = f"{format_clock(start, precise=True)}{DASH}{format_clock(stop, precise=True)}"
+        facts = []
         failures = rates.failures[i]
         rate = f"{format_count(responses)} responses/s"
         facts.append(rate + (f", {format_count(failures)} failures/s" if failures else ""))
@@ -697,7 +698,8 @@ def _hover_columns(
         x0, x1 = rates.edges[i], rates.edges[i + 1]
         out.append(
             f'<rect x="{_n(x0)}" y="{_n(top)}" width="{_n(x1 - x0)}" '
-            f'height="{_n(bottom - top)}"><title>{escape("; ".join(facts))}</title></rect>'
+            f'height="{_n(bottom - top)}"><title>{escape(when)}: {escape("; ".join(facts))}'
+            "</title></rect>"
         )
     out.append("</g>")
     return out if len(out) > 2 else []
