@@ -756,6 +756,33 @@ def with_new_fields(crawl: Crawl, events: list[dict[str, Any]]) -> Crawl:
     return crawl
 
 
+def with_fine_counts(crawl: Crawl, events: list[dict[str, Any]], tick: float = 0.1) -> Crawl:
+    """Per-host counts kept per ``tick`` seconds (``HostSeries.tick``), as series.py is to
+    keep them for a short crawl, instead of per second."""
+    for host in crawl.hosts.values():
+        for counts in (host.started, host.responses, host.failures, host.latency_count):
+            counts.clear()
+        host.peak_in_flight.clear()
+        host.latency_sum.clear()
+        setattr(host, "tick", tick)  # noqa: B010 - a field series.py does not have yet
+    for event in events:
+        host = crawl.hosts.get(event.get("host", ""))
+        if host is None:
+            continue
+        key = int(event["t"] / tick)
+        if event["event"] == "start":
+            host.started[key] += 1
+            peak = host.peak_in_flight.get(key, 0)
+            host.peak_in_flight[key] = max(peak, event["in_flight"])
+        elif event["event"] == "response":
+            host.responses[key] += 1
+            host.latency_sum[key] = host.latency_sum.get(key, 0.0) + event["latency"]
+            host.latency_count[key] += 1
+        elif event["event"] == "fail":
+            host.failures[key] += 1
+    return crawl
+
+
 def section(page: str, host: str) -> str:
     start = page.index(f'data-host="{host}"', page.index('<section class="host"'))
     return page[start : page.index("</section>", start)]
