@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from .series import Pause, Throttle
+    from .series import HostSeries, HostTotals, Pause, Throttle
 
 __all__ = [
     "REASON_GROUPS",
@@ -29,7 +29,10 @@ __all__ = [
     "downsample_steps",
     "format_clock",
     "format_seconds",
+    "gap_floor",
     "group_marks",
+    "host_floor",
+    "host_tick",
     "merge_pauses",
     "nice_ticks",
     "raise_to_floor",
@@ -309,6 +312,48 @@ def merge_pauses(pauses: Iterable[Pause], end: float, join: float = 0.0) -> list
         else:
             spans.append(Span(start, stop, 1, until - pause.start, until > end))
     return spans
+
+
+# -- fields newer readers of the events fill in -------------------------------------------
+#
+# A Crawl without them (an older file, or an older reader) draws as before.
+
+
+def host_floor(host: HostSeries) -> list[tuple[float, float]]:
+    """The host's gap floor from robots.txt Crawl-delay, as a step series.
+
+    From the ``crawl_delay`` field of ``change`` events (seconds), kept by the reader
+    as ``HostSeries.floor``; empty when the file has none.
+    """
+    points = getattr(host, "floor", None)
+    if not isinstance(points, list):
+        return []
+    return [(float(t), float(v)) for t, v in points]
+
+
+def gap_floor(
+    host: HostSeries, totals: HostTotals | None
+) -> tuple[list[tuple[float, float]], bool]:
+    """The host's gap floor, and whether it was inferred rather than recorded.
+
+    Files written before Crawl-delay had its own ``change`` event give a gap that
+    never rose in the events, yet ends higher in the close line: nothing but a floor
+    raises a gap without a pushback, so that end value is the floor, from the
+    host's first event on.
+    """
+    floor = host_floor(host)
+    if floor or totals is None or totals.delay is None or host.throttles or host.pauses:
+        return floor, False
+    recorded = max((v for _, v in host.gap), default=0.0)
+    if totals.delay > recorded + 1e-3 and host.gap:
+        return [(host.active[0], totals.delay)], True
+    return [], False
+
+
+def host_tick(host: HostSeries) -> float:
+    """Seconds per key of the host's per-bucket counts: ``HostSeries.tick``, else 1."""
+    tick = getattr(host, "tick", 1.0)
+    return float(tick) if isinstance(tick, (int, float)) and tick > 0 else 1.0
 
 
 # -- what bounded a host ----------------------------------------------------------------

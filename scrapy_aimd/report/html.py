@@ -27,7 +27,9 @@ from .draw import (
     format_clock,
     format_count,
     format_seconds,
+    gap_floor,
     group_marks,
+    host_tick,
     merge_pauses,
     nice_ticks,
     raise_to_floor,
@@ -134,43 +136,6 @@ def _end(crawl: Crawl) -> float:
 #
 # These read fields that newer readers of the events file fill in; a Crawl without
 # them (an older file, or an older reader) draws as before.
-
-
-def host_floor(host: HostSeries) -> list[tuple[float, float]]:
-    """The host's gap floor from robots.txt Crawl-delay, as a step series.
-
-    From the ``crawl_delay`` field of ``change`` events (seconds), kept by the reader
-    as ``HostSeries.floor``; empty when the file has none.
-    """
-    points = getattr(host, "floor", None)
-    if not isinstance(points, list):
-        return []
-    return [(float(t), float(v)) for t, v in points]
-
-
-def gap_floor(
-    host: HostSeries, totals: HostTotals | None
-) -> tuple[list[tuple[float, float]], bool]:
-    """The host's gap floor, and whether it was inferred rather than recorded.
-
-    Files written before Crawl-delay had its own ``change`` event give a gap that
-    never rose in the events, yet ends higher in the close line: nothing but a floor
-    raises a gap without a pushback, so that end value is the floor, from the
-    host's first event on.
-    """
-    floor = host_floor(host)
-    if floor or totals is None or totals.delay is None or host.throttles or host.pauses:
-        return floor, False
-    recorded = max((v for _, v in host.gap), default=0.0)
-    if totals.delay > recorded + 1e-3 and host.gap:
-        return [(host.active[0], totals.delay)], True
-    return [], False
-
-
-def host_tick(host: HostSeries) -> float:
-    """Seconds per key of the host's per-bucket counts: ``HostSeries.tick``, else 1."""
-    tick = getattr(host, "tick", 1.0)
-    return float(tick) if isinstance(tick, (int, float)) and tick > 0 else 1.0
 
 
 @dataclass(frozen=True)
