@@ -832,6 +832,9 @@ def test_share_of_time_at_the_limit() -> None:
     limit = [(0.0, 1.0), (2.0, 2.0)]
     peaks = {0: 1, 1: 1, 2: 1, 3: 2}
     assert share_at_limit(peaks, limit, 0.0, 3.5) == pytest.approx(0.75)
+    # A limit that grew within the one second the host was busy was reached in it.
+    assert share_at_limit({0: 4}, [(0.1, 1.0), (0.5, 4.0)], 0.0, 0.9) == 1.0
+    assert share_at_limit({0: 2}, [(0.1, 4.0)], 0.0, 0.9) == 0.0
     assert share_at_limit(peaks, [], 0.0, 3.5) == 0.0
     tenths = {k: 2 for k in range(10)}
     assert share_at_limit(tenths, [(0.0, 2.0)], 0.0, 1.95, tick=0.1) == pytest.approx(0.5)

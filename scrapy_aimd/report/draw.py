@@ -531,14 +531,18 @@ def share_at_limit(
     tick: float = 1.0,
 ) -> float:
     """The share of the ticks in [start, end] in which the host's peak in flight reached
-    the limit it had as the tick began: how much of its time the limit held it back."""
+    its limit (the lower of the limit as the tick began and as it ended: a limit
+    that grew within the tick was reached first): how much of its time the limit
+    held it back."""
     first, last = int(start / tick + 1e-9), int(end / tick + 1e-9)
     if last < first or not limit:
         return 0.0
     limit_at = step_lookup(limit)
     full = 0
     for key in range(first, last + 1):
-        value = limit_at(max(key * tick, start))
-        if value is not None and peaks.get(key, 0) >= value:
+        values = [
+            v for t in (max(key * tick, start), min((key + 1) * tick, end)) if (v := limit_at(t))
+        ]
+        if values and peaks.get(key, 0) >= min(values):
             full += 1
     return full / (last - first + 1)
