@@ -19,6 +19,7 @@ import pytest
 from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
 from scrapy_aimd.report.__main__ import main
 from scrapy_aimd.report.draw import (
+    RobotsOrigin,
     bin_seconds,
     bounded_by,
     coarsen,
@@ -36,13 +37,7 @@ from scrapy_aimd.report.draw import (
     time_at_floor,
     time_ticks,
 )
-from scrapy_aimd.report.html import (
-    HOVER_PIXELS,
-    PLOT,
-    RobotsOrigin,
-    duplicates,
-    robots_origins,
-)
+from scrapy_aimd.report.html import HOVER_PIXELS, PLOT, duplicates, robots_origins
 from scrapy_aimd.report.series import Crawl, HostSeries, Pause, Throttle, iter_steps, order_hosts
 
 # -- a synthetic crawl ------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Geometry shared by the HTML and PNG renderers: scales, ticks, bins and downsampling.
+"""What the HTML and PNG renderers share: ticks, bins, downsampling, marks, and the
+readings of a host's limits (its Crawl-delay floor, what bounded it).
 
 Everything here works on numbers, so the size of a drawing depends on its width
 in pixels, not on the number of events behind it.
@@ -22,6 +23,7 @@ __all__ = [
     "Bound",
     "MarkGroup",
     "ReasonGroup",
+    "RobotsOrigin",
     "Span",
     "bin_seconds",
     "bounded_by",
@@ -317,6 +319,17 @@ def merge_pauses(pauses: Iterable[Pause], end: float, join: float = 0.0) -> list
 # -- fields newer readers of the events fill in -------------------------------------------
 #
 # A Crawl without them (an older file, or an older reader) draws as before.
+
+
+@dataclass(frozen=True)
+class RobotsOrigin:
+    """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
+
+    origin: str
+    outcome: str
+    status: int | None = None
+    crawl_delay: float | None = None
+    fetches: int = 1
 
 
 def host_floor(host: HostSeries) -> list[tuple[float, float]]:

@@ -20,6 +20,7 @@ from .draw import (
     Bound,
     MarkGroup,
     ReasonGroup,
+    RobotsOrigin,
     Span,
     bin_seconds,
     bounded_by,
@@ -136,17 +137,6 @@ def _end(crawl: Crawl) -> float:
 #
 # These read fields that newer readers of the events file fill in; a Crawl without
 # them (an older file, or an older reader) draws as before.
-
-
-@dataclass(frozen=True)
-class RobotsOrigin:
-    """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
-
-    origin: str
-    outcome: str
-    status: int | None = None
-    crawl_delay: float | None = None
-    fetches: int = 1
 
 
 def robots_origins(crawl: Crawl) -> list[RobotsOrigin]:
