@@ -23,6 +23,7 @@ import pytest
 from test_report import DEMO_HOSTS, lines, many_hosts, synthetic_events, with_fine_counts
 
 from scrapy_aimd.report import order_hosts, read_crawl, render_html
+from scrapy_aimd.report.html import MAX_PAGE, MIN_CHART
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -383,7 +384,7 @@ def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_pa
             assert "responses/s" in tip and "limit " in tip and "gap " in tip, (host, tip)
 
 
-@pytest.mark.parametrize("width", [1000, 1400, 1900])
+@pytest.mark.parametrize("width", [600, 1000, 1400, 1900])
 def test_the_layout_uses_the_windows_width(browser: Browser, tmp_path: Path, width: int) -> None:
     crawl = read_crawl(lines(synthetic_events()))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
@@ -405,7 +406,7 @@ def test_the_layout_uses_the_windows_width(browser: Browser, tmp_path: Path, wid
     assert page["pageWidth"] <= page["viewWidth"]  # no sideways scrolling
     for host in page["hosts"]:
         svg_width = host["svg"][0]
-        assert svg_width >= min(width, 1800) * 0.9, (width, svg_width)
+        assert svg_width >= min(max(width, MIN_CHART), MAX_PAGE) * 0.9, (width, svg_width)
     # The charts' text stays readable: neither tiny in a narrow window nor huge in a wide one.
     assert all(9 <= h <= 24 for h in fonts), fonts
 

@@ -80,6 +80,8 @@ DASH = "\N{EN DASH}"
 #: The page is as wide as the window up to this, so that a wide screen shows more detail
 #: without the charts' text growing past easy reading.
 MAX_PAGE = 1800
+#: Below this the charts scroll sideways rather than shrink their text past reading.
+MIN_CHART = 1000
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 
@@ -205,7 +207,8 @@ a {{ color: #0550ae; }}
 .legend svg {{ flex: none; }}
 figure {{ margin: 1.2em 0; }}
 figcaption {{ color: {MUTED}; font-size: .88em; }}
-svg.chart {{ width: 100%; height: auto; display: block; }}
+svg.chart {{ width: 100%; height: auto; display: block; min-width: {MIN_CHART}px; }}
+figure.overview, section.host {{ overflow-x: auto; }}
 svg .halo {{ paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }}
 svg text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }}
 section.host {{ border-top: 1px solid {GRID}; padding-top: .8em; margin-top: 1.4em; }}
@@ -219,7 +222,7 @@ table {{ border-collapse: collapse; font-size: .88em; font-variant-numeric: tabu
 th, td {{ padding: .25em .55em; text-align: right; border-bottom: 1px solid {GRID};
   white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; white-space: normal;
-  overflow-wrap: anywhere; }}
+  overflow-wrap: anywhere; min-width: 10em; }}
 thead th {{ border-bottom: 2px solid {AXIS}; }}
 th.bound-col {{ text-align: left; }}
 tbody tr:nth-child(even) {{ background: #f6f8fa; }}
