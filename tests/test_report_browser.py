@@ -20,7 +20,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_report import DEMO_HOSTS, lines, many_hosts, synthetic_events, with_fine_counts
+from test_report import (
+    DEMO_HOSTS,
+    lines,
+    many_hosts,
+    synthetic_events,
+    with_fine_counts,
+    with_new_fields,
+)
 
 from scrapy_aimd.report import order_hosts, read_crawl, render_html
 from scrapy_aimd.report.html import MAX_PAGE, MIN_CHART
@@ -426,7 +433,8 @@ def test_the_legend_names_only_what_the_page_draws(browser: Browser, tmp_path: P
 def test_screenshot_of_a_wide_window_and_a_short_crawl(browser: Browser, tmp_path: Path) -> None:
     """Pictures for people to look at: the demo at 1400 pixels, and a 3-second crawl."""
     shots = {}
-    crawl = read_crawl(lines(synthetic_events(DEMO_HOSTS)))
+    events = synthetic_events(DEMO_HOSTS)
+    crawl = with_new_fields(read_crawl(lines(events)), events)
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
     shots["wide"] = tmp_path / "wide.png"
     browser.screenshot(shots["wide"], 1400)
