@@ -77,8 +77,8 @@ PAUSE_EDGE = "#AA4499"
 FLOOR = "#D4A72C"
 FLOOR_TEXT = "#7D4E00"
 DASH = "\N{EN DASH}"
-#: The page is as wide as the window up to this, so that a wide screen shows more detail
-#: without the charts' text growing past easy reading.
+#: The page is as wide as the window up to this; in a wider one the charts would grow
+#: their text past easy reading.
 MAX_PAGE = 1800
 #: Below this the charts scroll sideways rather than shrink their text past reading.
 MIN_CHART = 1000
