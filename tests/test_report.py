@@ -19,17 +19,25 @@ import pytest
 from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
 from scrapy_aimd.report.__main__ import main
 from scrapy_aimd.report.draw import (
+    RobotsOrigin,
     bin_seconds,
+    bounded_by,
+    coarsen,
     downsample_steps,
     format_clock,
     format_seconds,
     group_marks,
     merge_pauses,
     nice_ticks,
+    raise_to_floor,
     reason_group,
     rebin,
+    share_at_limit,
+    step_lookup,
+    time_at_floor,
     time_ticks,
 )
+from scrapy_aimd.report.html import HOVER_PIXELS, PLOT, duplicates, robots_origins
 from scrapy_aimd.report.series import Crawl, HostSeries, Pause, Throttle, iter_steps, order_hosts
 
 # -- a synthetic crawl ------------------------------------------------------------------
@@ -122,6 +130,17 @@ def synthetic_events(
 
     for h in hosts:
         arm(0.0, float(state[h.name]["next"]), h.name)
+        if h.crawl_delay:  # robots.txt's Crawl-delay arrives before the first page
+            events.append(
+                {
+                    "t": round(float(state[h.name]["next"]) / 2, 4),
+                    "event": "change",
+                    "host": h.name,
+                    "delay": h.crawl_delay,
+                    "limit": 1,
+                    "crawl_delay": h.crawl_delay,
+                }
+            )
 
     def emit(t: float, event: str, host: str, **fields: Any) -> None:
         events.append({"t": round(t, 4), "event": event, "host": host, **fields})
@@ -701,6 +720,311 @@ def test_the_page_grows_with_pixels_not_events(end: float) -> None:
         sizes.append(len(render_html(crawl)))
     assert sizes[1] < 600_000
     assert sizes[1] < 1.15 * sizes[0]
+
+
+# -- every limit --------------------------------------------------------------------------
+
+
+def with_new_fields(crawl: Crawl, events: list[dict[str, Any]]) -> Crawl:
+    """What series.py is to keep from the events, set here as the reader will:
+    ``HostSeries.floor`` from ``change`` events' ``crawl_delay``, ``Crawl.robots``
+    from ``robots`` events, ``Crawl.duplicates`` from the close line."""
+    robots: dict[str, RobotsOrigin] = {}
+    for event in events:
+        if event["event"] == "change" and "crawl_delay" in event:
+            host = crawl.hosts[event["host"]]
+            floor = getattr(host, "floor", [])
+            floor.append((event["t"], float(event["crawl_delay"])))
+            setattr(host, "floor", floor)  # noqa: B010 - a field series.py does not have yet
+        elif event["event"] == "robots":
+            before = robots.get(event["origin"])
+            robots[event["origin"]] = RobotsOrigin(
+                event["origin"],
+                event["outcome"],
+                event.get("status"),
+                event.get("crawl_delay"),
+                1 + (before.fetches if before else 0),
+            )
+        elif event["event"] == "close" and "duplicates" in event:
+            setattr(crawl, "duplicates", event["duplicates"])  # noqa: B010
+    setattr(crawl, "robots", robots)  # noqa: B010
+    return crawl
+
+
+def with_fine_counts(crawl: Crawl, events: list[dict[str, Any]], tick: float = 0.1) -> Crawl:
+    """Per-host counts kept per ``tick`` seconds (``HostSeries.tick``), as series.py is to
+    keep them for a short crawl, instead of per second."""
+    for host in crawl.hosts.values():
+        for counts in (host.started, host.responses, host.failures, host.latency_count):
+            counts.clear()
+        host.peak_in_flight.clear()
+        host.latency_sum.clear()
+        setattr(host, "tick", tick)  # noqa: B010 - a field series.py does not have yet
+    for event in events:
+        host = crawl.hosts.get(event.get("host", ""))
+        if host is None:
+            continue
+        key = int(event["t"] / tick)
+        if event["event"] == "start":
+            host.started[key] += 1
+            peak = host.peak_in_flight.get(key, 0)
+            host.peak_in_flight[key] = max(peak, event["in_flight"])
+        elif event["event"] == "response":
+            host.responses[key] += 1
+            host.latency_sum[key] = host.latency_sum.get(key, 0.0) + event["latency"]
+            host.latency_count[key] += 1
+        elif event["event"] == "fail":
+            host.failures[key] += 1
+    return crawl
+
+
+def section(page: str, host: str) -> str:
+    start = page.index(f'data-host="{host}"', page.index('<section class="host"'))
+    return page[start : page.index("</section>", start)]
+
+
+def test_what_bounded_a_host_is_one_of_five_kinds() -> None:
+    assert bounded_by({}).kind == "none"
+    assert bounded_by({"429": 3}, pauses=3, paused_seconds=4.0).kind == "rate_limit"
+    assert bounded_by({}, pauses=1).kind == "rate_limit"  # a Retry-After is a rate limit
+    assert bounded_by({"503": 2, "timeout": 1, "latency": 2}).kind == "capacity"
+    assert bounded_by({"latency": 5, "503": 1}).kind == "latency"
+    assert bounded_by({"429": 2, "503": 2}).kind == "rate_limit"  # a tie: the costlier
+    assert bounded_by({"404": 9}).kind == "none"  # not a pushback
+    held = bounded_by({"429": 1}, crawl_delay=0.5, share_at_floor=0.8)
+    assert held.kind == "crawl_delay"
+    assert "Crawl-delay of 500ms" in held.sentence
+    assert "80%" in held.sentence
+    assert "at most 2 requests a second" in held.sentence
+    assert "1 \N{MULTIPLICATION SIGN} 429" in held.sentence
+    assert bounded_by({"429": 1}, crawl_delay=0.5, share_at_floor=0.3).kind == "rate_limit"
+    assert bounded_by({}, crawl_delay=0.5, share_at_floor=0.1).kind == "crawl_delay"
+    limited = bounded_by({"429": 7}, pauses=7, paused_seconds=5.0)
+    assert limited.sentence == (
+        "Bounded by its rate limit: 7 \N{MULTIPLICATION SIGN} 429, 7 Retry-After pauses (5.0s)."
+    )
+    assert limited.label == "rate limit"
+    ceiling = bounded_by({}, limit=2, share_at_limit=0.9)
+    assert "limit of 2 requests in flight for 90%" in ceiling.sentence
+    assert "seldom filled" in bounded_by({}, limit=8, share_at_limit=0.1).sentence
+
+
+def test_time_at_the_floor_and_the_gap_raised_to_it() -> None:
+    floor = [(2.0, 0.5)]
+    gap = [(0.0, 0.0), (4.0, 1.0), (6.0, 0.5)]
+    assert raise_to_floor(gap, []) == gap
+    assert raise_to_floor(gap, floor) == [(0.0, 0.0), (2.0, 0.5), (4.0, 1.0), (6.0, 0.5)]
+    raised = raise_to_floor(gap, floor)
+    assert time_at_floor(raised, floor, 0.0, 10.0) == pytest.approx(0.6)  # 2-4 s and 6-10 s
+    assert time_at_floor(raised, [], 0.0, 10.0) == 0.0
+    assert time_at_floor(raised, floor, 5.0, 5.0) == 0.0
+    assert time_at_floor([(0.0, 0.505)], [(0.0, 0.5)], 0.0, 1.0) == 1.0  # rounding
+    at = step_lookup(gap)
+    assert [at(t) for t in (-1.0, 0.0, 4.5, 99.0)] == [None, 0.0, 1.0, 0.5]
+
+
+def test_share_of_time_at_the_limit() -> None:
+    limit = [(0.0, 1.0), (2.0, 2.0)]
+    peaks = {0: 1, 1: 1, 2: 1, 3: 2}
+    assert share_at_limit(peaks, limit, 0.0, 3.5) == pytest.approx(0.75)
+    # A limit that grew within the one second the host was busy was reached in it.
+    assert share_at_limit({0: 4}, [(0.1, 1.0), (0.5, 4.0)], 0.0, 0.9) == 1.0
+    assert share_at_limit({0: 2}, [(0.1, 4.0)], 0.0, 0.9) == 0.0
+    assert share_at_limit(peaks, [], 0.0, 3.5) == 0.0
+    tenths = {k: 2 for k in range(10)}
+    assert share_at_limit(tenths, [(0.0, 2.0)], 0.0, 1.95, tick=0.1) == pytest.approx(0.5)
+
+
+def test_a_short_crawl_gets_bins_short_enough_to_show_something() -> None:
+    assert bin_seconds(17.2, 290) == 1  # counts kept per second: bins of a second
+    assert bin_seconds(17.2, 290, tick=0.1) == pytest.approx(0.1)
+    assert bin_seconds(40, 290, tick=0.1) == pytest.approx(0.2)
+    assert bin_seconds(3600, 290, tick=0.1) == 15
+    assert bin_seconds(10, 290, tick=0.2) == pytest.approx(0.2)  # whole ticks only
+    assert bin_seconds(10, 290, tick=0.3) == pytest.approx(0.3)  # not 15 s
+    assert bin_seconds(100, 290, tick=0.8) == pytest.approx(0.8)
+    assert rebin({0: 1, 9: 2, 10: 4}, 1.0, 2.0, tick=0.1) == [3, 4]
+    assert rebin({0: 1, 9: 2, 10: 4}, 0.5, 1.1, tick=0.1) == [1, 2, 4]
+    assert coarsen({0: 1, 1: 2, 5: 4}, 2) == {0: 3, 2: 4}
+    assert coarsen({0: 1, 1: 3}, 2, max) == {0: 3}
+    # A host whose counts were kept per tenth: its one busy second is ten bars, not one.
+    host = busy_host("short.example", 200, 1.0)
+    fine = HostSeries("fine.example")
+    for key in range(10):
+        fine.responses[key] = 9
+        fine.peak_in_flight[key] = 4
+    fine.first_t, fine.last_t = 0.0, 1.0
+    setattr(fine, "tick", 0.1)  # noqa: B010 - a field series.py does not have yet
+    for series in (host, fine):
+        crawl = Crawl(end=17.2, closed=True)
+        crawl.hosts[series.host] = series
+        crawl.summary = {series.host: series.counted}
+        page = render_html(crawl)
+        drawn = section(page, series.host)
+        band = re.search(r'class="responses" d="([^"]+)"', drawn)
+        assert band is not None
+        risers = band[1].count("V") // 2
+        assert risers >= (10 if series is fine else 1)
+        if series is fine:
+            assert "<title>0.0s\N{EN DASH}0.2s: 90 responses/s; peak 4 in flight" in drawn
+
+
+def test_the_crawl_delay_is_drawn_as_the_gaps_floor(demo_events: list[dict[str, Any]]) -> None:
+    crawl = with_new_fields(read_crawl(lines(demo_events)), demo_events)
+    page = render_html(crawl)
+    polite = section(page, "polite.example")
+    assert '<g class="floor"><title>robots.txt Crawl-delay: the gap never goes below 2s' in polite
+    assert ">Crawl-delay 2s</text>" in polite
+    assert "Crawl-delay floor 2s" in polite  # in the hover values
+    assert "gap floor: robots.txt Crawl-delay" in page[: page.index("</section>")]  # legend
+    assert '<g class="floor">' not in section(page, "fast.example")
+    without = render_html(read_crawl(lines(demo_events)))
+    assert '<g class="floor">' not in without
+    assert "gap floor" not in without
+
+
+def test_a_gap_no_event_explains_is_the_floor_from_the_close_line() -> None:
+    """Files from before Crawl-delay events: the gap is 0 in the events, 0.55 s at the end."""
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 0.1, "event": "start", "host": "polite", "in_flight": 1},
+        {"t": 0.12, "event": "change", "host": "polite", "delay": 0.0, "limit": 2},
+        *(
+            {"t": 0.2 + i * 0.55, "event": "start", "host": "polite", "in_flight": 1}
+            for i in range(10)
+        ),
+        {"t": 6.0, "event": "close", "hosts": {"polite": {"requests": 11, "delay": 0.55}}},
+    ]
+    page = render_html(read_crawl(lines(events)))
+    polite = section(page, "polite")
+    assert "gap floor 550ms, from the close line" in polite
+    gap = re.search(r'class="gap" d="M[\d.]+ ([\d.]+)(H[\d.]+)+"', polite)
+    floor = re.search(r'<g class="floor">.*?<path d="M[\d.]+ ([\d.]+)H', polite)
+    assert gap is not None and floor is not None
+    assert gap[1] == floor[1]  # drawn at the floor, never at 0, and flat
+    assert "Bounded by its robots.txt Crawl-delay of 550ms" in polite
+    throttled = [*events[:-1], {"t": 1.0, "event": "throttle", "host": "polite", "reason": "429"}]
+    assert "gap floor" not in render_html(read_crawl(lines(throttled)))
+
+
+def test_every_chart_has_hover_values(demo_events: list[dict[str, Any]]) -> None:
+    crawl = read_crawl(lines(demo_events))
+    page = render_html(crawl)
+    overview = page[page.index('<figure class="overview">') : page.index("</figure>")]
+    assert re.search(
+        r"<title>0.0s\N{EN DASH}[\d.]+s: [\d.]+ responses/s, all hosts</title>", overview
+    )
+    lanes = re.findall(r'<g class="lane" data-host="([^"]+)"><title>([^<]+)</title>', overview)
+    assert [name for name, _ in lanes] == order_hosts(crawl)
+    assert all("requests" in t and ("Bounded by" in t or "Nothing" in t) for _, t in lanes)
+    for name in crawl.hosts:
+        drawn = section(page, name)
+        tips = re.findall(r'<g class="hover"[^>]*>(.*?)</g>', drawn)
+        assert len(tips) == 1, name
+        titles = re.findall(r"<title>([^<]+)</title>", tips[0])
+        assert 20 <= len(titles) <= PLOT / HOVER_PIXELS + 1, name
+        assert all("responses/s" in t and "limit " in t and "gap " in t for t in titles), name
+    flaky = section(page, "flaky.example")
+    assert "failures/s" in flaky
+    assert "mean latency" in flaky
+    assert "paused (Retry-After)" in section(page, "ratelimited.example:8443")
+    # The hover columns come before the throttle marks, so that a mark's own tooltip wins.
+    ratelimited = section(page, "ratelimited.example:8443")
+    assert ratelimited.index('<g class="hover"') < ratelimited.index('<g class="mark')
+
+
+def test_the_legend_shows_only_what_the_charts_hold(demo_events: list[dict[str, Any]]) -> None:
+    def legend(page: str) -> str:
+        return page[page.index('<section class="legend"') : page.index("</section>")]
+
+    full = legend(render_html(read_crawl(lines(demo_events))))
+    for what in ("429 Too Many", "503 or another", "timed out", "became slow", "paused"):
+        assert what in full
+    assert "any other reason" not in full  # no such throttle in the demo
+    assert "filled: slowed down; hollow: already slowing" in full
+    quiet = [e for e in demo_events if e.get("host") in (None, "fast.example")]
+    calm = legend(render_html(read_crawl(lines(quiet))))
+    assert "throttle" not in calm
+    assert "paused" not in calm
+    assert "failures" not in calm
+    assert "concurrency limit, gap between starts" in calm
+    assert "responses per second" in calm
+    assert '<section class="legend"' not in render_html(read_crawl([]))
+
+
+def test_robots_outcomes_and_duplicates_are_listed_when_known() -> None:
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 0.1, "event": "start", "host": "a.example", "in_flight": 1},
+        {"t": 0.2, "event": "robots", "host": "a.example", "origin": "https://a.example",
+         "status": 200, "outcome": "rules", "crawl_delay": 0.5},
+        {"t": 0.3, "event": "robots", "host": "b.example", "origin": "http://b.example",
+         "status": 503, "outcome": "unreachable"},
+        {"t": 9.3, "event": "robots", "host": "b.example", "origin": "http://b.example",
+         "status": None, "outcome": "unreachable"},
+        {"t": 0.4, "event": "robots", "host": "c.example", "origin": "http://c.example",
+         "status": 404, "outcome": "allow_all"},
+        {"t": 10.0, "event": "close", "hosts": {},
+         "duplicates": {"total": 40, "tracking": 25, "fragment": 10, "same": 5}},
+    ]  # fmt: skip
+    plain = render_html(read_crawl(lines(events)))
+    assert 'id="limits"' not in plain
+    page = render_html(with_new_fields(read_crawl(lines(events)), events))
+    limits = page[page.index('<section id="limits">') :]
+    limits = limits[: limits.index("</section>")]
+    rows = re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', limits)
+    assert [origin for origin, _ in rows] == [
+        "http://b.example",
+        "http://c.example",
+        "https://a.example",
+    ]
+    assert '<td>-</td><td class="bound-col">unreachable' in rows[0][1]
+    assert "<td>2</td>" in rows[0][1]  # two fetches
+    assert "everything allowed" in rows[1][1]
+    assert "<td>200</td>" in rows[2][1] and "<td>500ms</td>" in rows[2][1]
+    assert (
+        "40 requests dropped as duplicates of a page already seen: 25 tracking parameters; "
+        "10 a fragment; 5 the same URL again." in limits
+    )
+
+
+def test_each_host_says_what_bounded_it(demo_events: list[dict[str, Any]]) -> None:
+    crawl = with_new_fields(read_crawl(lines(demo_events)), demo_events)
+    page = render_html(crawl)
+    expected = {
+        "ratelimited.example:8443": "rate limit",
+        "flaky.example": "capacity",
+        "slowing.example": "latency",
+        "polite.example": "Crawl-delay",
+        "fast.example": "none",
+    }
+    table = page[page.index('<section id="summary">') :]
+    for name, label in expected.items():
+        assert re.search(
+            rf'>{re.escape(name)}</a></th>.*?<td class="bound-col bound-\w+" title="[^"]+">'
+            rf"{label}</td></tr>",
+            table,
+        ), name
+        assert f"<strong>{label}.</strong> " in section(page, name), name
+
+
+@pytest.mark.xfail(
+    strict=True, reason="series.py does not keep crawl_delay, robots or duplicates yet"
+)
+def test_the_reader_keeps_the_crawl_delay_robots_and_duplicates(
+    demo_events: list[dict[str, Any]],
+) -> None:
+    """When series.py keeps the new fields itself, remove this marker and with_new_fields."""
+    events = [
+        *demo_events[:-1],
+        {"t": 1.0, "event": "robots", "host": "polite.example", "origin": "http://polite.example",
+         "status": 200, "outcome": "rules", "crawl_delay": 2.0},
+        {**demo_events[-1], "duplicates": {"total": 3}},
+    ]  # fmt: skip
+    crawl = read_crawl(lines(events))
+    assert getattr(crawl.hosts["polite.example"], "floor", None)
+    assert [r.origin for r in robots_origins(crawl)] == ["http://polite.example"]
+    assert duplicates(crawl) == {"total": 3}
 
 
 # -- the command ------------------------------------------------------------------------

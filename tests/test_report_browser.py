@@ -20,9 +20,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_report import DEMO_HOSTS, lines, many_hosts, synthetic_events
+from test_report import (
+    DEMO_HOSTS,
+    lines,
+    many_hosts,
+    synthetic_events,
+    with_fine_counts,
+    with_new_fields,
+)
 
 from scrapy_aimd.report import order_hosts, read_crawl, render_html
+from scrapy_aimd.report.html import MAX_PAGE, MIN_CHART
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -333,3 +341,112 @@ def test_screenshot(browser: Browser, tmp_path: Path) -> None:
     target = os.environ.get("REPORT_SCREENSHOT")
     if target:
         shutil.copyfile(shot, target)
+
+
+# Under the pointer: the tooltip a reader gets at a point of each chart.
+HOVER = """
+(() => {
+  const tipAt = (svg, fx, fy) => {
+    svg.scrollIntoView({block: "center"});
+    const r = svg.getBoundingClientRect();
+    let el = document.elementFromPoint(r.left + r.width * fx, r.top + r.height * fy);
+    while (el && el !== document.body) {
+      const title = [...el.children].find((c) => c.tagName === "title");
+      if (title && el !== svg) return title.textContent;
+      el = el.parentElement;
+    }
+    return null;
+  };
+  const overview = document.querySelector("figure.overview svg");
+  return {
+    total: tipAt(overview, 0.3, 0.2),
+    hosts: [...document.querySelectorAll("section.host")].map((s) => ({
+      host: s.dataset.host,
+      tips: [0.25, 0.5, 0.75].map((fy) => tipAt(s.querySelector("svg"), 0.3, fy)),
+    })),
+  };
+})()
+"""
+
+
+def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_path: Path) -> None:
+    crawl = read_crawl(lines(synthetic_events()))
+    open_page(browser, tmp_path / "crawl.html", render_html(crawl))
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        mobile=False,
+        width=1400,
+        height=900,
+        deviceScaleFactor=1,
+    )
+    try:
+        page = browser.evaluate(HOVER)
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+    assert page["total"] is not None and "responses/s, all hosts" in page["total"]
+    assert [h["host"] for h in page["hosts"]] == order_hosts(crawl)
+    for host in page["hosts"]:
+        for tip in host["tips"]:  # the limit, the rates and the latency panels
+            assert tip is not None, host["host"]
+            assert "responses/s" in tip and "limit " in tip and "gap " in tip, (host, tip)
+
+
+@pytest.mark.parametrize("width", [600, 1000, 1400, 1900])
+def test_the_layout_uses_the_windows_width(browser: Browser, tmp_path: Path, width: int) -> None:
+    crawl = read_crawl(lines(synthetic_events()))
+    open_page(browser, tmp_path / "crawl.html", render_html(crawl))
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        mobile=False,
+        width=width,
+        height=900,
+        deviceScaleFactor=1,
+    )
+    try:
+        page = browser.evaluate(MEASURE)
+        fonts = browser.evaluate(
+            "[...document.querySelectorAll('section.host svg text')].slice(0, 20).map("
+            "(t) => t.getBoundingClientRect().height)"
+        )
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+    assert page["pageWidth"] <= page["viewWidth"]  # no sideways scrolling
+    for host in page["hosts"]:
+        svg_width = host["svg"][0]
+        assert svg_width >= min(max(width, MIN_CHART), MAX_PAGE) * 0.9, (width, svg_width)
+    # The charts' text stays readable: neither tiny in a narrow window nor huge in a wide one.
+    assert all(9 <= h <= 24 for h in fonts), fonts
+
+
+def test_the_legend_names_only_what_the_page_draws(browser: Browser, tmp_path: Path) -> None:
+    events = [e for e in synthetic_events() if e.get("host") in (None, "fast.example")]
+    open_page(browser, tmp_path / "calm.html", render_html(read_crawl(lines(events))))
+    legend = browser.evaluate("document.querySelector('.legend').innerText")
+    marks = browser.evaluate("document.querySelectorAll('g.mark, g.pause').length")
+    assert browser.console_errors() == []
+    assert marks == 0
+    assert "throttle" not in legend
+    assert "paused" not in legend
+    assert "concurrency limit" in legend
+
+
+def test_screenshot_of_a_wide_window_and_a_short_crawl(browser: Browser, tmp_path: Path) -> None:
+    """Pictures for people to look at: the demo at 1400 pixels, and a 3-second crawl."""
+    shots = {}
+    events = synthetic_events(DEMO_HOSTS)
+    crawl = with_new_fields(read_crawl(lines(events)), events)
+    open_page(browser, tmp_path / "crawl.html", render_html(crawl))
+    shots["wide"] = tmp_path / "wide.png"
+    browser.screenshot(shots["wide"], 1400)
+    events = synthetic_events(DEMO_HOSTS[:2], duration=3.0)
+    short = with_fine_counts(read_crawl(lines(events)), events)
+    open_page(browser, tmp_path / "short.html", render_html(short))
+    assert browser.console_errors() == []
+    shots["short"] = tmp_path / "short.png"
+    browser.screenshot(shots["short"], 1400)
+    for shot in shots.values():
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    target = os.environ.get("REPORT_SCREENSHOT_DIR")
+    if target:
+        for name, shot in shots.items():
+            shutil.copyfile(shot, os.path.join(target, f"report-{name}.png"))

@@ -1,4 +1,5 @@
-"""Geometry shared by the HTML and PNG renderers: scales, ticks, bins and downsampling.
+"""What the HTML and PNG renderers share: ticks, bins, downsampling, marks, and the
+readings of a host's limits (its Crawl-delay floor, what bounded it).
 
 Everything here works on numbers, so the size of a drawing depends on its width
 in pixels, not on the number of events behind it.
@@ -6,29 +7,42 @@ in pixels, not on the number of events behind it.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from .series import Pause, Throttle
+    from .series import HostSeries, HostTotals, Pause, Throttle
 
 __all__ = [
     "REASON_GROUPS",
+    "Bound",
     "MarkGroup",
     "ReasonGroup",
+    "RobotsOrigin",
     "Span",
     "bin_seconds",
+    "bounded_by",
+    "coarsen",
     "downsample_steps",
     "format_clock",
     "format_seconds",
+    "gap_floor",
     "group_marks",
+    "host_floor",
+    "host_tick",
     "merge_pauses",
     "nice_ticks",
+    "raise_to_floor",
     "reason_group",
     "rebin",
+    "share_at_limit",
+    "step_lookup",
+    "time_at_floor",
     "time_ticks",
 ]
 
@@ -132,29 +146,63 @@ def format_count(value: float) -> str:
 
 # -- bins -------------------------------------------------------------------------------
 
-_BIN_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+_BIN_STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 
 
-def bin_seconds(end: float, most_bins: int) -> int:
-    """A whole, round number of seconds per bin so that ``end`` needs at most ``most_bins``."""
+def bin_seconds(end: float, most_bins: int, tick: float = 1.0) -> float:
+    """A round number of seconds per bin, at least ``tick`` (the resolution the counts
+    were kept at) and a whole number of ticks, so that ``end`` needs at most ``most_bins``.
+
+    A short crawl kept at a tenth of a second gets bins of a tenth of a second: its
+    first second is ten bars, not one. An odd tick gets whole ticks rather than a
+    round step far coarser than it needs.
+    """
+    need = end / max(1, most_bins)
+    ticks = tick * max(1, math.ceil(need / tick - 1e-9))
     for step in _BIN_STEPS:
-        if end / step <= most_bins:
-            return step
-    return 3600 * math.ceil(end / most_bins / 3600)
+        if step >= max(need, tick) * (1 - 1e-9) and _whole(step / tick):
+            return step if step <= 2 * ticks else ticks
+    return float(max(3600 * math.ceil(need / 3600), ticks))
+
+
+def _whole(ratio: float) -> bool:
+    return abs(ratio - round(ratio)) < 1e-6
 
 
 def rebin(
-    per_second: Mapping[int, float],
-    width: int,
+    per_bucket: Mapping[int, float],
+    width: float,
     end: float,
     combine: Callable[[Iterable[float]], float] = sum,
+    *,
+    tick: float = 1.0,
 ) -> list[float]:
-    """Per-second values folded into bins of ``width`` seconds covering [0, end]."""
-    count = max(1, math.ceil(end / width))
+    """Counts kept per ``tick`` seconds (key ``k`` is [k·tick, (k+1)·tick)) folded
+    into bins of ``width`` seconds covering [0, end]."""
+    count = max(1, math.ceil(end / width - 1e-9))
     buckets: list[list[float]] = [[] for _ in range(count)]
-    for second, value in per_second.items():
-        buckets[min(count - 1, max(0, second // width))].append(value)
+    per_bin = width / tick
+    for key, value in per_bucket.items():
+        buckets[min(count - 1, max(0, int(key / per_bin + 1e-9)))].append(value)
     return [combine(bucket) if bucket else 0.0 for bucket in buckets]
+
+
+def coarsen(
+    per_bucket: Mapping[int, float],
+    factor: int,
+    combine: Callable[[float, float], float] = lambda a, b: a + b,
+) -> dict[int, float]:
+    """Counts kept per tick, kept per ``factor`` ticks instead (``max`` for peaks).
+
+    What a reader of events does when a crawl outgrows its buckets: start at a
+    tenth of a second, and double the tick whenever a host has too many of them,
+    so that memory stays bounded whatever the crawl's length.
+    """
+    out: dict[int, float] = {}
+    for key, value in per_bucket.items():
+        slot = key // factor
+        out[slot] = combine(out[slot], value) if slot in out else value
+    return out
 
 
 def downsample_steps(
@@ -266,3 +314,248 @@ def merge_pauses(pauses: Iterable[Pause], end: float, join: float = 0.0) -> list
         else:
             spans.append(Span(start, stop, 1, until - pause.start, until > end))
     return spans
+
+
+# -- fields newer readers of the events fill in -------------------------------------------
+#
+# A Crawl without them (an older file, or an older reader) draws as before.
+
+
+@dataclass(frozen=True)
+class RobotsOrigin:
+    """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
+
+    origin: str
+    outcome: str
+    status: int | None = None
+    crawl_delay: float | None = None
+    fetches: int = 1
+
+
+def host_floor(host: HostSeries) -> list[tuple[float, float]]:
+    """The host's gap floor from robots.txt Crawl-delay, as a step series.
+
+    From the ``crawl_delay`` field of ``change`` events (seconds), kept by the reader
+    as ``HostSeries.floor``; empty when the file has none.
+    """
+    points = getattr(host, "floor", None)
+    if not isinstance(points, list):
+        return []
+    return [(float(t), float(v)) for t, v in points]
+
+
+def gap_floor(
+    host: HostSeries, totals: HostTotals | None
+) -> tuple[list[tuple[float, float]], bool]:
+    """The host's gap floor, and whether it was inferred rather than recorded.
+
+    Files written before Crawl-delay had its own ``change`` event give a gap that
+    never rose in the events, yet ends higher in the close line: nothing but a floor
+    raises a gap without a pushback, so that end value is the floor, from the
+    host's first event on.
+    """
+    floor = host_floor(host)
+    if floor or totals is None or totals.delay is None or host.throttles or host.pauses:
+        return floor, False
+    recorded = max((v for _, v in host.gap), default=0.0)
+    if totals.delay > recorded + 1e-3 and host.gap:
+        return [(host.active[0], totals.delay)], True
+    return [], False
+
+
+def host_tick(host: HostSeries) -> float:
+    """Seconds per key of the host's per-bucket counts: ``HostSeries.tick``, else 1."""
+    tick = getattr(host, "tick", 1.0)
+    return float(tick) if isinstance(tick, (int, float)) and tick > 0 else 1.0
+
+
+# -- what bounded a host ----------------------------------------------------------------
+
+
+def time_at_floor(
+    gap: Sequence[tuple[float, float]],
+    floor: Sequence[tuple[float, float]],
+    start: float,
+    end: float,
+) -> float:
+    """The share of [start, end] in which the gap sat at its floor (a Crawl-delay), 0 to 1.
+
+    Both are step series. The gap counts as at its floor when it is within 2 % or
+    10 ms of it: the controller's gap is the floor plus rounding, never below it.
+    """
+    if end <= start or not floor:
+        return 0.0
+    times = sorted({start, end, *(t for t, _ in gap), *(t for t, _ in floor)})
+    floor_at, gap_at = step_lookup(floor), step_lookup(gap)
+    at = 0.0
+    for a, b in itertools.pairwise(t for t in times if start <= t <= end):
+        low, value = floor_at(a), gap_at(a)
+        if low is not None and low > 0 and value is not None and value <= low * 1.02 + 0.01:
+            at += b - a
+    return at / (end - start)
+
+
+def step_lookup(points: Sequence[tuple[float, float]]) -> Callable[[float], float | None]:
+    """The value of a step series at a time: its last point at or before, else None."""
+    times = [t for t, _ in points]
+
+    def at(t: float) -> float | None:
+        index = bisect.bisect_right(times, t) - 1
+        return points[index][1] if index >= 0 else None
+
+    return at
+
+
+BoundKind = Literal["crawl_delay", "rate_limit", "capacity", "latency", "none"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What held a host back most, and a sentence that says so with the figures."""
+
+    kind: BoundKind
+    sentence: str
+
+    @property
+    def label(self) -> str:
+        return _BOUND_LABELS[self.kind]
+
+
+_BOUND_LABELS: dict[BoundKind, str] = {
+    "crawl_delay": "Crawl-delay",
+    "rate_limit": "rate limit",
+    "capacity": "capacity",
+    "latency": "latency",
+    "none": "none",
+}
+
+
+def bounded_by(
+    reasons: Mapping[str, int],
+    *,
+    pauses: int = 0,
+    paused_seconds: float = 0.0,
+    crawl_delay: float | None = None,
+    share_at_floor: float = 0.0,
+    limit: int | None = None,
+    share_at_limit: float = 0.0,
+) -> Bound:
+    """Crawl-delay, rate limit, capacity, latency or none: what held the host back.
+
+    ``reasons`` counts its throttles by reason (``"429"``, ``"503"``, ``"timeout"``,
+    ``"latency"``...); a Retry-After pause counts as a rate limit, as the controller
+    reads it. A Crawl-delay that held the gap for at least half of the host's time
+    wins over pushbacks; otherwise the kind of pushback seen most does (a tie goes
+    to the rate limit, then capacity: those cost the most). A host that never
+    pushed back and has no Crawl-delay was bounded by nothing of its own: the
+    sentence then says whether it ran at its concurrency ``limit`` (a ceiling from
+    the settings) for most of its time (``share_at_limit``), or seldom filled it.
+    """
+    counts: dict[BoundKind, int] = {"rate_limit": pauses, "capacity": 0, "latency": 0}
+    for reason, count in reasons.items():
+        key = reason_group(reason).key
+        if key == "429":
+            counts["rate_limit"] += count
+        elif key in ("5xx", "timeout"):
+            counts["capacity"] += count
+        elif key == "latency":
+            counts["latency"] += count
+    pushback = _pushback_words(reasons, pauses, paused_seconds)
+    delay = f"its robots.txt Crawl-delay of {format_seconds(crawl_delay)}"
+    if crawl_delay and share_at_floor >= 0.5:
+        also = f"; it also pushed back ({pushback})" if pushback else ""
+        return Bound(
+            "crawl_delay",
+            f"Bounded by {delay}: the gap sat at it for {share_at_floor:.0%} of the host's "
+            f"time, at most {1 / crawl_delay:.3g} requests a second{also}.",
+        )
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: the order of ties
+    kind, count = ranked[0]
+    if count > 0:
+        what = {
+            "crawl_delay": delay,
+            "none": "nothing",
+            "rate_limit": "its rate limit",
+            "capacity": "its capacity (overload answers and timeouts)",
+            "latency": "its latency (answers slowed down under load)",
+        }[kind]
+        floor = f"; {delay} held the gap for {share_at_floor:.0%}" if crawl_delay else ""
+        return Bound(kind, f"Bounded by {what}: {pushback}{floor}.")
+    if crawl_delay:
+        return Bound(
+            "crawl_delay",
+            f"Bounded by {delay} for {share_at_floor:.0%} of the host's time; it never "
+            "pushed back.",
+        )
+    if limit is not None and share_at_limit >= 0.5:
+        return Bound(
+            "none",
+            "Nothing of its own bounded it (no pushback, no Crawl-delay): it had its limit of "
+            f"{limit} request{'s' * (limit != 1)} in flight for {share_at_limit:.0%} of its "
+            "time, a ceiling from the settings (AIMD_MAX_CONCURRENCY, AIMD_HOSTS, "
+            "CONCURRENT_REQUESTS).",
+        )
+    return Bound(
+        "none",
+        "Nothing of its own bounded it (no pushback, no Crawl-delay), and it seldom filled "
+        "its limit: its pace was how fast the crawl found its pages.",
+    )
+
+
+def _pushback_words(reasons: Mapping[str, int], pauses: int, paused_seconds: float) -> str:
+    """``7 x 429, 2 x timeout, 7 Retry-After pauses (5.0s)``, most frequent first."""
+    items = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    words = [f"{n} \N{MULTIPLICATION SIGN} {r}" for r, n in items if n > 0]
+    if pauses:
+        words.append(
+            f"{pauses} Retry-After pause{'s' * (pauses != 1)}"
+            + (f" ({format_clock(paused_seconds, precise=True)})" if paused_seconds else "")
+        )
+    return ", ".join(words)
+
+
+def raise_to_floor(
+    gap: Sequence[tuple[float, float]], floor: Sequence[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    """The gap as the controller keeps it: never below its floor at any time.
+
+    An events file may record the floor (a Crawl-delay) without a gap change at the
+    same moment; the gap the controller used was the larger of the two all the same.
+    """
+    if not floor:
+        return list(gap)
+    gap_at, floor_at = step_lookup(gap), step_lookup(floor)
+    out: list[tuple[float, float]] = []
+    for t in sorted({t for t, _ in gap} | {t for t, _ in floor}):
+        value = gap_at(t)
+        if value is None:
+            continue
+        value = max(value, floor_at(t) or 0.0)
+        if not out or out[-1][1] != value:
+            out.append((t, value))
+    return out
+
+
+def share_at_limit(
+    peaks: Mapping[int, float],
+    limit: Sequence[tuple[float, float]],
+    start: float,
+    end: float,
+    tick: float = 1.0,
+) -> float:
+    """The share of the ticks in [start, end] in which the host's peak in flight reached
+    its limit (the lower of the limit as the tick began and as it ended: a limit
+    that grew within the tick was reached first): how much of its time the limit
+    held it back."""
+    first, last = int(start / tick + 1e-9), int(end / tick + 1e-9)
+    if last < first or not limit:
+        return 0.0
+    limit_at = step_lookup(limit)
+    full = 0
+    for key in range(first, last + 1):
+        values = [
+            v for t in (max(key * tick, start), min((key + 1) * tick, end)) if (v := limit_at(t))
+        ]
+        if values and peaks.get(key, 0) >= min(values):
+            full += 1
+    return full / (last - first + 1)

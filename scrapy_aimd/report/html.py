@@ -8,6 +8,7 @@ attachment or years later.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 from dataclasses import dataclass
 from html import escape
@@ -16,33 +17,47 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from .draw import (
     REASON_GROUPS,
+    Bound,
     MarkGroup,
     ReasonGroup,
+    RobotsOrigin,
     Span,
     bin_seconds,
+    bounded_by,
     downsample_steps,
     format_clock,
     format_count,
     format_seconds,
+    gap_floor,
     group_marks,
+    host_tick,
     merge_pauses,
     nice_ticks,
+    raise_to_floor,
+    reason_group,
     rebin,
+    share_at_limit,
+    step_lookup,
+    time_at_floor,
     time_ticks,
 )
 from .series import Crawl, HostSeries, HostTotals, Order, order_hosts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = ["ReportOptions", "render_html"]
 
-WIDTH = 960
-LEFT = 84
+#: The charts' coordinate width. They are drawn to the window's width (CSS scales the
+#: SVG); at 1200 their text is its nominal size in a window about 1240 pixels wide.
+WIDTH = 1200
+LEFT = 90
 RIGHT = 24
 PLOT = WIDTH - LEFT - RIGHT
 #: Seconds per bar are chosen so that a bar is at least this many pixels wide.
 BAR_PIXELS = 3
+#: A hover column (the values under the pointer) is at least this many pixels wide.
+HOVER_PIXELS = 8
 #: Step lines keep at most four points per this many pixels.
 STEP_PIXELS = 2
 #: Throttles closer than this many pixels share one mark.
@@ -59,7 +74,14 @@ FAILURES = "#CC6677"
 LATENCY = "#3D4752"
 PAUSE_FILL = "#EBDDF0"
 PAUSE_EDGE = "#AA4499"
+FLOOR = "#D4A72C"
+FLOOR_TEXT = "#7D4E00"
 DASH = "\N{EN DASH}"
+#: The page is as wide as the window up to this; in a wider one the charts would grow
+#: their text past easy reading.
+MAX_PAGE = 1800
+#: Below this the charts scroll sideways rather than shrink their text past reading.
+MIN_CHART = 1000
 TIMES = "\N{MULTIPLICATION SIGN}"
 
 
@@ -79,26 +101,89 @@ def render_html(crawl: Crawl, options: ReportOptions | None = None) -> str:
     names = order_hosts(crawl, options.order)
     charted = [name for name in names if name in crawl.hosts][: max(0, options.max_hosts)]
     anchors = {name: f"host-{i}" for i, name in enumerate(names)}
-    end = max(crawl.end, 1.0)
+    end = _end(crawl)
     title = options.title or (f"Crawl of {crawl.spider}" if crawl.spider else "Crawl report")
+    bounds = {name: host_bound(crawl, name) for name in names}
     parts = [
         _head(title),
         "<body><main>",
         f"<header><h1>{escape(title)}</h1>{_facts(crawl, names)}</header>",
         _notes(crawl, names, charted),
-        _legend(),
+        _legend(crawl, charted),
     ]
     if charted:
-        parts.append(_overview(crawl, charted, anchors, end))
-    parts.append(_table(crawl, names, anchors))
+        parts.append(_overview(crawl, charted, anchors, end, bounds))
+    parts.append(_table(crawl, names, anchors, bounds))
+    parts.append(_robots_and_duplicates(crawl))
     for name in charted:
-        parts.append(_host_section(crawl.hosts[name], crawl.summary.get(name), anchors[name], end))
+        parts.append(
+            _host_section(
+                crawl.hosts[name], crawl.summary.get(name), anchors[name], end, bounds[name]
+            )
+        )
     source = f" from {escape(options.source)}" if options.source else ""
     parts.append(
         f"<footer><p>Drawn{source} by scrapy-aimd {escape(__version__)}. Times count from the "
         "moment the crawl opened.</p></footer></main></body></html>\n"
     )
     return "\n".join(part for part in parts if part)
+
+
+def _end(crawl: Crawl) -> float:
+    """The time axis's end: the crawl's, at least a second (a tenth with fine counts)."""
+    floor = 1.0 if all(host_tick(h) >= 1 for h in crawl.hosts.values()) else 0.5
+    return max(crawl.end, floor)
+
+
+# -- what the events give beyond series.py's fields ---------------------------------------
+#
+# These read fields that newer readers of the events file fill in; a Crawl without
+# them (an older file, or an older reader) draws as before.
+
+
+def robots_origins(crawl: Crawl) -> list[RobotsOrigin]:
+    """``Crawl.robots`` (origin to :class:`RobotsOrigin`), from ``robots`` events."""
+    robots = getattr(crawl, "robots", None)
+    if not isinstance(robots, dict):
+        return []
+    return sorted(
+        (r for r in robots.values() if isinstance(r, RobotsOrigin)), key=lambda r: r.origin
+    )
+
+
+def duplicates(crawl: Crawl) -> Mapping[str, int]:
+    """``Crawl.duplicates``: requests dropped as already seen, ``total`` and by kind."""
+    dupes = getattr(crawl, "duplicates", None)
+    if not isinstance(dupes, dict):
+        return {}
+    return {str(k): v for k, v in dupes.items() if isinstance(v, int) and v >= 0}
+
+
+def host_bound(crawl: Crawl, name: str) -> Bound:
+    """What bounded the host, from its throttles, pauses and Crawl-delay."""
+    totals = crawl.summary.get(name) or (crawl.hosts[name].counted if name in crawl.hosts else None)
+    host = crawl.hosts.get(name)
+    if host is None:
+        totals = totals or HostTotals()
+        return bounded_by({}, pauses=totals.pauses, paused_seconds=totals.paused_seconds)
+    totals = totals or host.counted
+    floor, _ = gap_floor(host, totals)
+    start, stop = host.active
+    return bounded_by(
+        Counter(t.reason for t in host.throttles),
+        pauses=totals.pauses,
+        paused_seconds=totals.paused_seconds,
+        crawl_delay=max((v for _, v in floor), default=0.0) or None,
+        share_at_floor=time_at_floor(raise_to_floor(host.gap, floor), floor, start, stop),
+        limit=totals.limit,
+        share_at_limit=share_at_limit(
+            host.peak_in_flight,
+            [(t, float(v)) for t, v in host.limit],
+            start,
+            stop,
+            host_tick(host),
+        ),
+    )
 
 
 # -- page frame -------------------------------------------------------------------------
@@ -108,7 +193,7 @@ _CSS = f"""
 body {{ margin: 0; background: #fff; color: {INK};
   font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial,
   sans-serif; }}
-main {{ max-width: {WIDTH + 40}px; margin: 0 auto; padding: 20px; }}
+main {{ max-width: {MAX_PAGE}px; margin: 0 auto; padding: 20px 2vw; }}
 h1 {{ font-size: 1.6em; margin: 0 0 .2em; }}
 h2 {{ font-size: 1.15em; margin: 0; overflow-wrap: anywhere; }}
 a {{ color: #0550ae; }}
@@ -122,19 +207,24 @@ a {{ color: #0550ae; }}
 .legend svg {{ flex: none; }}
 figure {{ margin: 1.2em 0; }}
 figcaption {{ color: {MUTED}; font-size: .88em; }}
-svg.chart {{ width: 100%; height: auto; display: block; }}
+svg.chart {{ width: 100%; height: auto; display: block; min-width: {MIN_CHART}px; }}
+figure.overview, section.host {{ overflow-x: auto; }}
 svg .halo {{ paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }}
 svg text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }}
 section.host {{ border-top: 1px solid {GRID}; padding-top: .8em; margin-top: 1.4em; }}
 .host-facts {{ color: {MUTED}; font-size: .9em; margin: .1em 0 .4em; }}
+.bound {{ margin: .1em 0 .4em; font-size: .92em; }}
+.bound strong {{ font-weight: 600; }}
+td.bound-col {{ text-align: left; }}
 .table-wrap {{ overflow-x: auto; }}
 table {{ border-collapse: collapse; font-size: .88em; font-variant-numeric: tabular-nums;
   width: 100%; }}
 th, td {{ padding: .25em .55em; text-align: right; border-bottom: 1px solid {GRID};
   white-space: nowrap; }}
 th:first-child, td:first-child {{ text-align: left; white-space: normal;
-  overflow-wrap: anywhere; }}
+  overflow-wrap: anywhere; min-width: 10em; }}
 thead th {{ border-bottom: 2px solid {AXIS}; }}
+th.bound-col {{ text-align: left; }}
 tbody tr:nth-child(even) {{ background: #f6f8fa; }}
 tfoot td {{ font-weight: 600; border-top: 2px solid {AXIS}; }}
 td.trouble {{ color: #a40e26; font-weight: 600; }}
@@ -213,8 +303,11 @@ def _notes(crawl: Crawl, names: Sequence[str], charted: Sequence[str]) -> str:
     return f'<aside class="notes" role="note"><ul>{items}</ul></aside>'
 
 
-def _legend() -> str:
-    """Each kind of mark once, drawn the way the charts draw it."""
+def _legend(crawl: Crawl, charted: Sequence[str]) -> str:
+    """Each kind of mark the drawn charts hold, once, drawn the way the charts draw it."""
+    hosts = [crawl.hosts[name] for name in charted]
+    if not hosts:
+        return ""
 
     def swatch(body: str, width: int = 26) -> str:
         return (
@@ -225,29 +318,59 @@ def _legend() -> str:
     items = [
         swatch(f'<path d="M1 11H9V4H17V8H25" fill="none" stroke="{LINE}" stroke-width="2"/>')
         + "concurrency limit, gap between starts",
-        swatch(f'<rect x="1" y="3" width="24" height="10" fill="{IN_FLIGHT}"/>')
-        + "requests in flight (peak)",
-        swatch(
-            f'<rect x="1" y="5" width="24" height="8" fill="{RESPONSES}"/>'
-            f'<rect x="1" y="1" width="24" height="4" fill="{FAILURES}"/>'
-        )
-        + "responses / failures per second",
-        swatch(f'<path d="M1 10H9V5H17V8H25" fill="none" stroke="{LATENCY}" stroke-width="1.5"/>')
-        + "mean latency",
-        swatch(
-            f'<rect x="1" y="0" width="24" height="14" fill="{PAUSE_FILL}"/>'
-            f'<path d="M1.5 0V14" stroke="{PAUSE_EDGE}" stroke-width="1.5"/>'
-        )
-        + "paused (Retry-After)",
     ]
-    for group in REASON_GROUPS:
+    if any(gap_floor(h, crawl.summary.get(h.host))[0] for h in hosts):
         items.append(
-            swatch(_shape(group, 8, 7, 5, True), 16) + f"throttle: {escape(group.meaning)}"
+            swatch(
+                f'<path d="M1 8H25" stroke="{FLOOR}" stroke-width="5" stroke-opacity="0.55" '
+                'stroke-dasharray="7 4"/>'
+            )
+            + "gap floor: robots.txt Crawl-delay"
         )
-    items.append(
-        swatch(_shape(REASON_GROUPS[0], 6, 7, 5, True) + _shape(REASON_GROUPS[0], 20, 7, 5, False))
-        + "filled: slowed down; hollow: already slowing"
-    )
+    if any(h.peak_in_flight for h in hosts):
+        items.append(
+            swatch(f'<rect x="1" y="3" width="24" height="10" fill="{IN_FLIGHT}"/>')
+            + "requests in flight (peak)"
+        )
+    failures = any(h.failures for h in hosts)
+    if any(h.responses for h in hosts) or failures:
+        items.append(
+            swatch(
+                f'<rect x="1" y="5" width="24" height="8" fill="{RESPONSES}"/>'
+                + (f'<rect x="1" y="1" width="24" height="4" fill="{FAILURES}"/>' * failures)
+            )
+            + ("responses / failures per second" if failures else "responses per second")
+        )
+    if any(h.latency_count for h in hosts):
+        items.append(
+            swatch(
+                f'<path d="M1 10H9V5H17V8H25" fill="none" stroke="{LATENCY}" stroke-width="1.5"/>'
+            )
+            + "mean latency"
+        )
+    if any(h.pauses for h in hosts):
+        items.append(
+            swatch(
+                f'<rect x="1" y="0" width="24" height="14" fill="{PAUSE_FILL}"/>'
+                f'<path d="M1.5 0V14" stroke="{PAUSE_EDGE}" stroke-width="1.5"/>'
+            )
+            + "paused (Retry-After)"
+        )
+    throttles = [t for h in hosts for t in h.throttles]
+    seen = {reason_group(t.reason).key for t in throttles}
+    for group in REASON_GROUPS:
+        if group.key in seen:
+            items.append(
+                swatch(_shape(group, 8, 7, 5, True), 16) + f"throttle: {escape(group.meaning)}"
+            )
+    if any(not t.decreased for t in throttles) and any(t.decreased for t in throttles):
+        group = next(g for g in REASON_GROUPS if g.key in seen)
+        items.append(
+            swatch(_shape(group, 6, 7, 5, True) + _shape(group, 20, 7, 5, False))
+            + "filled: slowed down; hollow: already slowing"
+        )
+    elif throttles and not any(t.decreased for t in throttles):
+        items.append("hollow marks: throttles that came while the host was already slowing")
     spans = "".join(f"<span>{item}</span>" for item in items)
     return f'<section class="legend" aria-label="Legend">{spans}</section>'
 
@@ -457,29 +580,87 @@ def _svg(width: int, height: float, label: str, body: Iterable[str], cls: str = 
 
 @dataclass
 class Rates:
-    """A host's per-second counts folded into bars of the same width for every host."""
+    """A host's per-bucket counts folded into bars of the same width for every host."""
 
+    width: float
     edges: list[float]
     responses: list[float]
     failures: list[float]
     in_flight: list[float]
     latency: list[float | None]
 
+    def bin_time(self, i: int, end: float) -> tuple[float, float]:
+        return (i * self.width, min((i + 1) * self.width, end))
 
-def _rates(host: HostSeries, x: TimeScale) -> Rates:
-    width = bin_seconds(x.end, int(x.width / BAR_PIXELS))
-    responses = rebin(host.responses, width, x.end)
+
+def _rates(host: HostSeries, x: TimeScale, pixels: float = BAR_PIXELS) -> Rates:
+    tick = host_tick(host)
+    width = bin_seconds(x.end, int(x.width / pixels), tick)
+
+    def fold(per_bucket: Mapping[int, float], combine: Callable[..., float] = sum) -> list[float]:
+        return rebin(per_bucket, width, x.end, combine, tick=tick)
+
+    responses = fold(host.responses)
     count = len(responses)
     edges = [x(i * width) for i in range(count)] + [x(x.end)]
-    latency_sum = rebin(host.latency_sum, width, x.end)
-    latency_count = rebin(host.latency_count, width, x.end)
+    latency_sum, latency_count = fold(host.latency_sum), fold(host.latency_count)
     return Rates(
+        width=width,
         edges=edges,
         responses=[r / width for r in responses],
-        failures=[f / width for f in rebin(host.failures, width, x.end)],
-        in_flight=rebin(host.peak_in_flight, width, x.end, combine=max),
+        failures=[f / width for f in fold(host.failures)],
+        in_flight=fold(host.peak_in_flight, max),
         latency=[s / c if c else None for s, c in zip(latency_sum, latency_count, strict=True)],
     )
+
+
+def _hover_columns(
+    host: HostSeries,
+    x: TimeScale,
+    top: float,
+    bottom: float,
+    steps: tuple[Sequence[tuple[float, float]], ...],
+    spans: Sequence[Span],
+) -> list[str]:
+    """Invisible columns over a host's charts whose tooltips give the values under the
+    pointer: the page stays without script, and the columns' count is set by pixels."""
+    rates = _rates(host, x, HOVER_PIXELS)
+    limit_at, gap_at, floor_at = (step_lookup(points) for points in steps)
+    first, last = host.active
+    out = ['<g class="hover" fill="#fff" fill-opacity="0">']
+    for i, responses in enumerate(rates.responses):
+        start, stop = rates.bin_time(i, x.end)
+        if stop < first or start > last:
+            continue
+        when = f"{format_clock(start, precise=True)}{DASH}{format_clock(stop, precise=True)}"
+        facts = []
+        failures = rates.failures[i]
+        rate = f"{format_count(responses)} responses/s"
+        facts.append(rate + (f", {format_count(failures)} failures/s" if failures else ""))
+        if rates.in_flight[i]:
+            facts.append(f"peak {rates.in_flight[i]:g} in flight")
+        latency = rates.latency[i]
+        if latency is not None:
+            facts.append(f"mean latency {format_seconds(latency)}")
+        state = []
+        if (value := limit_at(stop)) is not None:
+            state.append(f"limit {value:g}")
+        if (value := gap_at(stop)) is not None:
+            state.append(f"gap {format_seconds(value)}")
+        if (value := floor_at(stop)) is not None and value > 0:
+            state.append(f"Crawl-delay floor {format_seconds(value)}")
+        if state:
+            facts.append(", ".join(state))
+        if any(span.start < stop and span.end > start for span in spans):
+            facts.append("paused (Retry-After)")
+        x0, x1 = rates.edges[i], rates.edges[i + 1]
+        out.append(
+            f'<rect x="{_n(x0)}" y="{_n(top)}" width="{_n(x1 - x0)}" '
+            f'height="{_n(bottom - top)}"><title>{escape(when)}: {escape("; ".join(facts))}'
+            "</title></rect>"
+        )
+    out.append("</g>")
+    return out if len(out) > 2 else []
 
 
 # -- the overview -----------------------------------------------------------------------
@@ -488,16 +669,23 @@ OVERVIEW_LEFT = 210
 LANE = 24
 
 
-def _overview(crawl: Crawl, names: Sequence[str], anchors: dict[str, str], end: float) -> str:
+def _overview(
+    crawl: Crawl,
+    names: Sequence[str],
+    anchors: dict[str, str],
+    end: float,
+    bounds: Mapping[str, Bound],
+) -> str:
     """All charted hosts on one time axis: where each was busy, throttled and paused."""
     plot = WIDTH - OVERVIEW_LEFT - RIGHT
     x = TimeScale(end, OVERVIEW_LEFT, plot)
     rates = {name: _rates(crawl.hosts[name], x) for name in names}
-    every_second: Counter[int] = Counter()
+    first = rates[names[0]]
+    width = first.width
+    total = [0.0] * len(first.responses)
     for host in crawl.hosts.values():  # all hosts, drawn or not
-        every_second.update(host.responses)
-    width = bin_seconds(x.end, int(x.width / BAR_PIXELS))
-    total = [count / width for count in rebin(every_second, width, x.end)]
+        counts = rebin(host.responses, width, x.end, tick=host_tick(host))
+        total = [a + b / width for a, b in zip(total, counts, strict=True)]
     top_height = 64.0
     y_total = ValueScale(max(total, default=0.0), 14 + top_height, top_height)
     body = [
@@ -505,11 +693,11 @@ def _overview(crawl: Crawl, names: Sequence[str], anchors: dict[str, str], end: 
         "responses per second, all hosts</text>",
         _value_axis(y_total, OVERVIEW_LEFT, plot, format_count),
     ]
-    first = rates[names[0]]
     zero = [0.0] * len(total)
     band = _band(first.edges, zero, total, y_total)
     if band:
         body.append(f'<path d="{band}" fill="{RESPONSES}"/>')
+    body.extend(_total_hover(first, total, x, 14, 14 + top_height))
     lanes_top = 14 + top_height + 14
     bottom = lanes_top + LANE * len(names)
     body.extend(_time_axis(x, bottom, 14))
@@ -519,11 +707,14 @@ def _overview(crawl: Crawl, names: Sequence[str], anchors: dict[str, str], end: 
         host, rate = crawl.hosts[name], rates[name]
         top = lanes_top + i * LANE
         mid = top + LANE / 2
-        lane = [f'<g class="lane" data-host="{escape(name)}">']
-        if i % 2 == 0:
-            lane.append(
-                f'<rect x="0" y="{_n(top)}" width="{WIDTH}" height="{LANE}" fill="#f6f8fa"/>'
-            )
+        totals = crawl.summary.get(name) or host.counted
+        tip = (
+            f"{name}: {totals.requests:,} requests, {totals.throttles:,} throttles, "
+            f"{totals.pauses:,} pauses. {bounds[name].sentence}"
+        )
+        lane = [f'<g class="lane" data-host="{escape(name)}"><title>{escape(tip)}</title>']
+        stripe = 'fill="#f6f8fa"' if i % 2 == 0 else 'fill="#fff" fill-opacity="0"'
+        lane.append(f'<rect x="0" y="{_n(top)}" width="{WIDTH}" height="{LANE}" {stripe}/>')
         for span in merge_pauses(host.pauses, x.end, join=x.seconds(1)):
             lane.append(_pause_rect(span, x, top + 1, LANE - 2, tip=False))
         y_lane = ValueScale(max(rate.responses, default=0.0), top + LANE - 2, LANE - 5, exact=True)
@@ -546,6 +737,29 @@ def _overview(crawl: Crawl, names: Sequence[str], anchors: dict[str, str], end: 
     )
 
 
+def _total_hover(
+    rates: Rates, total: Sequence[float], x: TimeScale, top: float, bottom: float
+) -> list[str]:
+    """Tooltips over the crawl's responses per second, a column per few bars."""
+    per = max(1, math.ceil(HOVER_PIXELS / max(rates.edges[1] - rates.edges[0], 1e-9)))
+    out = ['<g class="hover" fill="#fff" fill-opacity="0">']
+    for i in range(0, len(total), per):
+        j = min(len(total), i + per)
+        start, stop = rates.bin_time(i, x.end)[0], rates.bin_time(j - 1, x.end)[1]
+        mean = sum(total[i:j]) / (j - i)
+        tip = (
+            f"{format_clock(start, precise=True)}{DASH}{format_clock(stop, precise=True)}: "
+            f"{format_count(mean)} responses/s, all hosts"
+        )
+        x0, x1 = rates.edges[i], rates.edges[j]
+        out.append(
+            f'<rect x="{_n(x0)}" y="{_n(top)}" width="{_n(x1 - x0)}" height="{_n(bottom - top)}">'
+            f"<title>{escape(tip)}</title></rect>"
+        )
+    out.append("</g>")
+    return out
+
+
 # -- the table --------------------------------------------------------------------------
 
 _COLUMNS = (
@@ -562,13 +776,22 @@ _COLUMNS = (
     ("gap", "gap between starts at the end"),
     ("limit", "concurrency limit at the end"),
     ("best", "best latency"),
+    ("bounded by", "what held the host back most"),
 )
 
 
-def _table(crawl: Crawl, names: Sequence[str], anchors: dict[str, str]) -> str:
+BOUND_CLASS = ' class="bound-col"'
+
+
+def _table(
+    crawl: Crawl, names: Sequence[str], anchors: dict[str, str], bounds: Mapping[str, Bound]
+) -> str:
     if not names:
         return ""
-    head = "".join(f'<th scope="col" title="{title}">{label}</th>' for label, title in _COLUMNS)
+    head = "".join(
+        f'<th scope="col" title="{title}"{BOUND_CLASS * (label == "bounded by")}>{label}</th>'
+        for label, title in _COLUMNS
+    )
     rows = []
     all_hosts = HostTotals()
     for name in names:
@@ -579,13 +802,19 @@ def _table(crawl: Crawl, names: Sequence[str], anchors: dict[str, str]) -> str:
             if name in crawl.hosts
             else escape(name)
         )
-        rows.append(f'<tr><th scope="row">{link}</th>{_cells(totals)}</tr>')
+        bound = bounds[name]
+        rows.append(
+            f'<tr><th scope="row">{link}</th>{_cells(totals)}'
+            f'<td class="bound-col bound-{bound.kind}" title="{escape(bound.sentence)}">'
+            f"{escape(bound.label)}</td></tr>"
+        )
     source = (
         "from the crawl's close line"
         if crawl.summary_source == "close"
         else "counted from the events (no close-line summary)"
     )
-    foot = f"<tr><td>{len(names)} hosts</td>{_cells(all_hosts, total=True)}</tr>"
+    hosts = f"{len(names)} host{'s' * (len(names) != 1)}"
+    foot = f"<tr><td>{hosts}</td>{_cells(all_hosts, total=True)}<td></td></tr>"
     return (
         '<section id="summary"><h2>Summary</h2>'
         f'<p class="host-facts">Per host, {source}; gap and limit are the controller\'s '
@@ -629,6 +858,66 @@ def _cells(totals: HostTotals, *, total: bool = False) -> str:
     return "".join(cells)
 
 
+# -- robots.txt and duplicates -----------------------------------------------------------
+
+_OUTCOMES = {
+    "rules": "rules: obeyed",
+    "allow_all": "no rules (4xx): everything allowed",
+    "unreachable": "unreachable (5xx, 429 or no answer): the origin was skipped",
+}
+#: Kinds of duplicates, in the canonicalizer's order of stages.
+_DUPLICATE_KINDS = {
+    "same": "the same URL again",
+    "host": "host spelling (case, IDNA, trailing dot)",
+    "port": "a default port",
+    "encoding": "percent-encoding",
+    "path": "dot segments or a trailing slash",
+    "tracking": "tracking parameters",
+    "query_order": "query order",
+    "fragment": "a fragment",
+}
+
+
+def _robots_and_duplicates(crawl: Crawl) -> str:
+    """What robots.txt said per origin, and what the canonicalizer saved, when known."""
+    origins, dupes = robots_origins(crawl), duplicates(crawl)
+    if not origins and not dupes:
+        return ""
+    parts = ['<section id="limits"><h2>robots.txt and duplicates</h2>']
+    if origins:
+        rows = []
+        for r in origins:
+            outcome = _OUTCOMES.get(r.outcome, r.outcome)
+            rows.append(
+                f'<tr><th scope="row">{escape(r.origin)}</th>'
+                f"<td>{'-' if r.status is None else r.status}</td>"
+                f'<td class="bound-col">{escape(outcome)}</td>'
+                f"<td>{format_seconds(r.crawl_delay) if r.crawl_delay else '-'}</td>"
+                f"<td>{r.fetches:,}</td></tr>"
+            )
+        parts.append(
+            '<div class="table-wrap"><table class="robots"><thead><tr>'
+            '<th scope="col">origin</th><th scope="col" title="the last fetch\'s status">'
+            'status</th><th scope="col" class="bound-col">outcome</th>'
+            '<th scope="col">Crawl-delay</th><th scope="col">fetches</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
+        )
+    if dupes:
+        total = dupes.get("total", sum(v for k, v in dupes.items() if k != "total"))
+        kinds = [
+            f"{n:,} {escape(_DUPLICATE_KINDS.get(kind, kind))}"
+            for kind, n in sorted(dupes.items(), key=lambda kv: -kv[1])
+            if kind != "total" and n
+        ]
+        by_kind = f": {'; '.join(kinds)}" if kinds else ""
+        parts.append(
+            f'<p class="duplicates">{total:,} request{"s" * (total != 1)} dropped as '
+            f"duplicates of a page already seen{by_kind}.</p>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
 # -- one host ---------------------------------------------------------------------------
 
 MARK_ROW = 16
@@ -636,7 +925,9 @@ PANEL_TITLE = 21
 PANEL_GAP = 10
 
 
-def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end: float) -> str:
+def _host_section(
+    host: HostSeries, totals: HostTotals | None, anchor: str, end: float, bound: Bound
+) -> str:
     totals = totals or host.counted
     x = TimeScale(end, LEFT, PLOT)
     rates = _rates(host, x)
@@ -666,9 +957,10 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
 
     panels: list[tuple[str, float, float, Callable[[float], str]]] = []
     limit_points, limit_known = _state_points(host.limit, totals.limit, host)
-    gap_points, gap_known = _state_points(host.gap, totals.delay, host)
+    floor, inferred = gap_floor(host, totals)
+    gap_points, gap_known = _state_points(raise_to_floor(host.gap, floor), totals.delay, host)
     limit_top = max([v for _, v in limit_points] + [v for v in rates.in_flight if v] + [1.0])
-    gap_top = max([v for _, v in gap_points] + [0.0])
+    gap_top = max([v for _, v in gap_points] + [v for _, v in floor] + [0.0])
     rate_top = max([r + f for r, f in zip(rates.responses, rates.failures, strict=True)] + [0.0])
     latency_top = max([v for v in rates.latency if v is not None] + [0.0])
     panels = [
@@ -693,16 +985,15 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
     axis_y = y - PANEL_GAP
     limit_y, gap_y, rate_y, latency_y = scales
 
-    background = [
-        _pause_rect(span, x, 0, axis_y)
-        for span in merge_pauses(host.pauses, x.end, join=x.seconds(1))
-    ]
+    spans = merge_pauses(host.pauses, x.end, join=x.seconds(1))
+    background = [_pause_rect(span, x, 0, axis_y) for span in spans]
     background.extend(_time_axis(x, axis_y, content_top))
 
     zero = [0.0] * len(rates.responses)
     in_flight = _band(rates.edges, zero, rates.in_flight, limit_y)
     if in_flight:
         body.append(f'<path class="in-flight" d="{in_flight}" fill="{IN_FLIGHT}"/>')
+    body.extend(_floor_line(floor, x, gap_y, inferred=inferred))  # under the gap line
     for name, points, known, scale in (
         ("limit", limit_points, limit_known, limit_y),
         ("gap", gap_points, gap_known, gap_y),
@@ -744,11 +1035,41 @@ def _host_section(host: HostSeries, totals: HostTotals | None, anchor: str, end:
         f"{host.host}: concurrency limit, gap, responses per second and latency over time, "
         f"{totals.throttles} throttles, {totals.pauses} pauses"
     )
-    svg = _svg(WIDTH, axis_y + 22, description, [*background, *body, *overlay])
+    hover = _hover_columns(host, x, content_top, axis_y, (limit_points, gap_points, floor), spans)
+    svg = _svg(WIDTH, axis_y + 22, description, [*background, *body, *hover, *overlay])
     return (
         f'<section class="host" id="{anchor}" data-host="{escape(host.host)}">'
-        f"<h2>{escape(host.host)}</h2>{_host_facts(totals)}{svg}</section>"
+        f"<h2>{escape(host.host)}</h2>{_host_facts(totals)}"
+        f'<p class="bound bound-{bound.kind}"><strong>{escape(bound.label)}.</strong> '
+        f"{escape(bound.sentence)}</p>{svg}</section>"
     )
+
+
+def _floor_line(
+    floor: Sequence[tuple[float, float]], x: TimeScale, y: ValueScale, *, inferred: bool
+) -> list[str]:
+    """The robots.txt Crawl-delay under the gap: dashed, labelled, with its value on hover."""
+    points = [(t, v) for t, v in floor if v > 0] if floor else []
+    if not points:
+        return []
+    d = _step_line(points, x, y)
+    value = points[-1][1]
+    tip = f"robots.txt Crawl-delay: the gap never goes below {format_seconds(value)}"
+    if inferred:
+        tip = (
+            f"gap floor {format_seconds(value)}, from the close line: the events did not "
+            "record when it came (a Crawl-delay, in a file from before Crawl-delay events)"
+        )
+    above = y(value) - 5
+    label_y = above if above - 10 >= y.bottom - y.height else y(value) + 14
+    return [
+        f'<g class="floor"><title>{escape(tip)}</title>'
+        f'<path d="{d}" fill="none" stroke="{FLOOR}" stroke-width="5" stroke-opacity="0.55" '
+        'stroke-dasharray="7 4"/>'
+        f'<text class="halo" x="{_n(x.left + x.width - 4)}" y="{_n(label_y)}" '
+        f'font-size="10.5" fill="{FLOOR_TEXT}" text-anchor="end">Crawl-delay '
+        f"{escape(format_seconds(value))}</text></g>"
+    ]
 
 
 def _state_points(

@@ -6,7 +6,14 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from .draw import REASON_GROUPS, format_clock, merge_pauses, reason_group
+from .draw import (
+    REASON_GROUPS,
+    format_clock,
+    gap_floor,
+    merge_pauses,
+    raise_to_floor,
+    reason_group,
+)
 from .series import Crawl, iter_steps
 
 if TYPE_CHECKING:
@@ -27,7 +34,8 @@ def have_matplotlib() -> bool:
 
 
 def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str) -> None:
-    """Limit and gap of each host over time, with throttle marks and pause spans."""
+    """Limit and gap of each host over time, with throttle marks, pause spans and the
+    Crawl-delay floor; the legend names only what is drawn."""
     if not have_matplotlib():
         raise MatplotlibMissing("--png needs matplotlib: pip install matplotlib")
     matplotlib: Any = importlib.import_module("matplotlib")
@@ -44,9 +52,10 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
     for row, name in enumerate(hosts):
         host = crawl.hosts[name]
         spans = merge_pauses(host.pauses, end)
+        floor, _ = gap_floor(host, crawl.summary.get(name))
         panels: list[tuple[list[tuple[float, float]], str]] = [
             ([(t, float(v)) for t, v in host.limit], "concurrency limit"),
-            (host.gap, "gap between starts (s)"),
+            (raise_to_floor(host.gap, floor), "gap between starts (s)"),
         ]
         for col, (points, label) in enumerate(panels):
             ax: Any = axes[row][col]
@@ -57,8 +66,15 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
             for start, stop, value in iter_steps(points, end):
                 xs += [start, stop]
                 ys += [value, value]
+            fy: list[float] = []
+            if col == 1 and floor:
+                fx: list[float] = []
+                for start, stop, value in iter_steps(floor, end):
+                    fx += [start, stop]
+                    fy += [value, value]
+                ax.plot(fx, fy, color="#D4A72C", lw=4, alpha=0.55, ls=(0, (4, 2)))
             ax.plot(xs, ys, color="#0072B2", lw=1.8)
-            top = max(ys, default=1.0) or 1.0
+            top = max(ys + fy, default=1.0) or 1.0
             for throttle in host.throttles:
                 group = reason_group(throttle.reason)
                 ax.plot(
@@ -83,18 +99,28 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
         ax.xaxis.set_major_formatter(
             matplotlib.ticker.FuncFormatter(lambda t, _pos: format_clock(max(t, 0.0)))
         )
+    drawn = [crawl.hosts[name] for name in hosts]
+    seen = {reason_group(t.reason).key for h in drawn for t in h.throttles}
     handles = [
         matplotlib.lines.Line2D(
             [], [], ls="", marker=_MARKERS[g.shape], color=g.colour, label=f"throttle: {g.label}"
         )
         for g in REASON_GROUPS
+        if g.key in seen
     ]
-    handles.append(matplotlib.patches.Patch(color="#EBDDF0", label="paused (Retry-After)"))
+    if any(h.pauses for h in drawn):
+        handles.append(matplotlib.patches.Patch(color="#EBDDF0", label="paused (Retry-After)"))
+    if any(gap_floor(h, crawl.summary.get(h.host))[0] for h in drawn):
+        handles.append(
+            matplotlib.lines.Line2D(
+                [], [], color="#D4A72C", lw=4, alpha=0.55, label="Crawl-delay floor"
+            )
+        )
     fig.legend(
         handles=handles,
         loc="upper right",
         bbox_to_anchor=(0.995, 1 - 0.08 / height),
-        ncol=len(handles),
+        ncol=max(1, len(handles)),
         fontsize=8,
         frameon=False,
     )
