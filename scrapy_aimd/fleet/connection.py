@@ -115,10 +115,26 @@ class Fleet:
             raise FleetStoreError(
                 f"Cannot reach Redis at AIMD_REDIS_URL={masked_url(url)!r}: {exc}"
             ) from exc
+        self._load_all()
         reply = self.call("init", FORMAT, buckets, rules_id)
         #: Seen-set buckets: the fleet's own, set by the worker that created it.
         self.buckets = int(reply[1])
         self.intset_entries = self._intset_entries()
+
+    def _load_all(self) -> None:
+        """Load every script in one round trip, so that each call is one."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in _SCRIPTS:
+                pipe.script_load(self._scripts[name])
+            self.counters.round_trips += 1
+            self._shas = dict(zip(_SCRIPTS, pipe.execute()))
+        except redis.RedisError as exc:
+            self.redis.close()
+            raise FleetStoreError(
+                f"Redis at AIMD_REDIS_URL={masked_url(self.url)!r} refused the fleet's "
+                f"scripts: {exc}"
+            ) from exc
 
     def _intset_entries(self) -> int | None:
         """The server's ``set-max-intset-entries``, None where CONFIG is not allowed."""
