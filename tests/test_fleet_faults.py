@@ -4,6 +4,7 @@ that are not ours. Each gives a FleetStoreError that names what to look at."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -52,7 +53,9 @@ def test_redis_unreachable_at_connect_names_the_setting() -> None:
 
 
 def test_an_invalid_url_names_the_setting() -> None:
-    with pytest.raises(FleetStoreError, match="AIMD_REDIS_URL='http://127.0.0.1:1' is not valid"):
+    with pytest.raises(
+        FleetStoreError, match=re.escape("AIMD_REDIS_URL='http://127.0.0.1:1' is not valid")
+    ):
         Fleet("http://127.0.0.1:1", "aimd:x")
 
 
@@ -63,7 +66,7 @@ def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
         claim = fleet.claim()
         assert isinstance(claim, Claim)
         own.kill()
-        with pytest.raises(FleetConnectionLost, match="AIMD_REDIS_URL=.*claim"):
+        with pytest.raises(FleetConnectionLost, match=r"AIMD_REDIS_URL=.*claim"):
             fleet.claim()
         with pytest.raises(FleetConnectionLost, match="feedback"):
             fleet.finish(claim, status=200, latency=0.01)
@@ -71,9 +74,13 @@ def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
             fleet.status()
 
 
-def test_a_foreign_meta_key_is_refused_by_name(server: RedisServer, raw: redis.Redis, prefix: str) -> None:
+def test_a_foreign_meta_key_is_refused_by_name(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
     raw.set(f"{prefix}:meta", "something else's")
-    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:meta is a string, not a scrapy-aimd"):
+    with pytest.raises(
+        FleetStoreError, match=f"Redis key {prefix}:meta is a string, not a scrapy-aimd"
+    ):
         Fleet(server.url, prefix)
 
 
@@ -89,7 +96,7 @@ def test_a_fleet_of_other_rules_or_format_is_refused(
     server: RedisServer, raw: redis.Redis, prefix: str
 ) -> None:
     Fleet(server.url, prefix, rules_id="rules-a").close()
-    with pytest.raises(FleetStoreError, match="other fingerprint rules .rules-a"):
+    with pytest.raises(FleetStoreError, match=r"other fingerprint rules .rules-a"):
         Fleet(server.url, prefix, rules_id="rules-b")
     raw.hset(f"{prefix}:meta", "format", "99")
     with pytest.raises(FleetStoreError, match="format 99; this version reads format 1"):
@@ -154,3 +161,26 @@ def test_a_closing_worker_leaves_the_shared_state(server: RedisServer, prefix: s
     first.fleet.close()
     second = worker(server.url, prefix)
     assert second.status().queued == 2
+
+
+def test_scripts_lost_by_redis_are_loaded_again(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """A Redis restarted (or SCRIPT FLUSH) forgets the scripts: the next call loads
+    its script again, at two more round trips, once."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    raw.script_flush()
+    before = fleet.counters.round_trips
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    assert fleet.counters.round_trips == before + 3
+    fleet.finish(claim, status=200, latency=0.01, done=True)
+    assert fleet.counters.round_trips == before + 6  # the feedback script too, once
+    fleet.push([Entry("h", b"2")])
+    assert fleet.counters.round_trips == before + 9
+    assert fleet.status().queued == 1
+    assert fleet.counters.round_trips == before + 12
+    again = fleet.claim()
+    assert isinstance(again, Claim)
+    assert fleet.counters.round_trips == before + 13

@@ -14,7 +14,7 @@ import pytest
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item, Wait
+from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
 from scrapy_aimd.fleet.redis_store import sort_score
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -134,7 +134,9 @@ def test_the_gap_and_a_pause_hold_only_their_host(frontier: Frontiers) -> None:
     assert view.queued == 1
 
 
-def test_feedback_is_one_round_trip_and_a_claim_one(frontier: Frontiers, server: RedisServer) -> None:
+def test_feedback_is_one_round_trip_and_a_claim_one(
+    frontier: Frontiers, server: RedisServer
+) -> None:
     worker = frontier()
     worker.push([Item(f"h{i % 3}", b"%d" % i) for i in range(30)])
     stats = Fleet(server.url, "aimd:observer").redis

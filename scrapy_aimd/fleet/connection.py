@@ -56,7 +56,9 @@ def masked_url(url: str) -> str:
 def _load_scripts() -> dict[str, str]:
     folder = resources.files("scrapy_aimd.fleet") / "lua"
     common = (folder / "common.lua").read_text(encoding="utf-8")
-    return {name: common + (folder / f"{name}.lua").read_text(encoding="utf-8") for name in _SCRIPTS}
+    return {
+        name: common + (folder / f"{name}.lua").read_text(encoding="utf-8") for name in _SCRIPTS
+    }
 
 
 @dataclass
@@ -107,7 +109,9 @@ class Fleet:
                 health_check_interval=0,
             )
         except ValueError as exc:
-            raise FleetStoreError(f"AIMD_REDIS_URL={masked_url(url)!r} is not valid: {exc}") from exc
+            raise FleetStoreError(
+                f"AIMD_REDIS_URL={masked_url(url)!r} is not valid: {exc}"
+            ) from exc
         try:
             self.redis.ping()
         except redis.RedisError as exc:
@@ -128,7 +132,7 @@ class Fleet:
             for name in _SCRIPTS:
                 pipe.script_load(self._scripts[name])
             self.counters.round_trips += 1
-            self._shas = dict(zip(_SCRIPTS, pipe.execute()))
+            self._shas = dict(zip(_SCRIPTS, pipe.execute(), strict=True))
         except redis.RedisError as exc:
             self.redis.close()
             raise FleetStoreError(
@@ -143,7 +147,8 @@ class Fleet:
             self.counters.round_trips += 1
         except redis.RedisError:
             return None
-        value = reply.get(b"set-max-intset-entries") or reply.get("set-max-intset-entries")
+        values: dict[Any, Any] = dict(reply)
+        value = values.get(b"set-max-intset-entries", values.get("set-max-intset-entries"))
         return int(value) if value is not None else None
 
     def key(self, suffix: str) -> str:

@@ -187,7 +187,7 @@ class FleetFrontier(Generic[T]):
 
     def _push(self, args: list[Any], places: list[int], result: list[bool | None]) -> None:
         reply = self.fleet.call("push", *args)
-        for index, flag in zip(places, reply):
+        for index, flag in zip(places, reply, strict=True):
             result[index] = bool(flag)
         queued = sum(1 for flag in reply if flag)
         self.counters.pushed += queued
@@ -359,9 +359,7 @@ class FleetFrontier(Generic[T]):
 
     def host(self, host: str) -> HostView | None:
         """The host as the fleet holds it, None if it was never queued."""
-        version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call(
-            "host", host
-        )
+        version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call("host", host)
         self.fleet.saw_time(now)
         if not version and not gap:
             return None
