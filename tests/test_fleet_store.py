@@ -9,11 +9,12 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
 
-from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
 from scrapy_aimd.fleet.redis_store import sort_score
 
@@ -181,47 +182,94 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     assert view.in_flight == 0
 
 
-def _drive(worker: FleetFrontier[bytes], local: HostController, events: list[object]) -> list[str]:
-    """Feed each event to the fleet and to ``local``; the differences, as text."""
-    differences = []
-    for step, event in enumerate(events):
-        claim = claim_now(worker)
-        # The claim script's readiness agrees with the controller's own.
-        assert local.ready_at(claim.started) <= claim.started + 1e-9, step
-        ticket = local.start(claim.started)
-        now = claim.started + 0.004
-        if event == "timeout":
-            expected = local.fail(ticket, now, timeout=True)
-            got = worker.fail(claim, timeout=True, now=now, done=True)
-        else:
-            status, retry_after = event if isinstance(event, tuple) else (event, None)
-            expected = local.finish(ticket, now, status, latency=0.004, retry_after=retry_after)
-            got = worker.finish(
-                claim, status=status, latency=0.004, retry_after=retry_after, now=now, done=True
-            )
-        view = worker.host("h")
-        assert view is not None
-        fleet = (view.delay, view.concurrency, view.paused_until, got)
-        if fleet != (local.delay, local.concurrency, local.paused_until, expected):
-            differences.append(
-                f"{step} {event}: fleet {fleet[:3]} local "
-                f"{(local.delay, local.concurrency, local.paused_until)}"
-            )
+def _answer(
+    worker: FleetFrontier[bytes],
+    local: HostController,
+    claim: Claim[bytes],
+    ticket: Ticket,
+    event: object,
+    now: float,
+) -> tuple[object, object]:
+    """Give the same answer to the fleet and to the local controller."""
+    if event == "timeout":
+        expected = local.fail(ticket, now, timeout=True)
+        return worker.fail(claim, timeout=True, now=now, done=True), expected
+    status, retry_after = event if isinstance(event, tuple) else (event, None)
+    assert isinstance(status, int)
+    expected = local.finish(ticket, now, status, latency=0.004, retry_after=retry_after)
+    got = worker.finish(
+        claim, status=status, latency=0.004, retry_after=retry_after, now=now, done=True
+    )
+    return got, expected
+
+
+def _drive(
+    workers: list[FleetFrontier[bytes]], local: HostController, events: list[object]
+) -> list[str]:
+    """Feed the events to the fleet and to ``local``: each round, claim what the
+    host allows (the workers by turns), then answer in claim order. Returns the
+    differences, as text."""
+    differences: list[str] = []
+    turn = itertools.cycle(workers)
+    pending = list(events)
+    while pending:
+        worker = next(turn)
+        claims = [(worker, claim_now(worker))]
+        while len(claims) < len(pending):
+            worker = next(turn)
+            more = worker.claim()
+            if not isinstance(more, Claim):
+                break
+            claims.append((worker, more))
+        tickets = []
+        for _, claim in claims:
+            # The claim script's readiness agrees with the controller's own.
+            assert local.ready_at(claim.started) <= claim.started + 1e-9, len(pending)
+            tickets.append(local.start(claim.started))
+        now = max(claim.started for _, claim in claims)
+        for (worker, claim), ticket in zip(claims, tickets, strict=True):
+            event = pending.pop(0)
+            now += 0.004
+            got, expected = _answer(worker, local, claim, ticket, event, now)
+            view = worker.host("h")
+            assert view is not None
+            fleet = (view.delay, view.concurrency, view.paused_until, got)
+            if fleet != (local.delay, local.concurrency, local.paused_until, expected):
+                differences.append(
+                    f"{len(events) - len(pending)} {event}: fleet {fleet[:3]} local "
+                    f"{(local.delay, local.concurrency, local.paused_until)}"
+                )
     return differences
 
 
 SMALL = ControllerConfig(
     min_delay=0.0, max_delay=0.3, initial_backoff=0.05, delay_step=0.02, max_concurrency=4
 )
+#: Growth, overload, rate limits, timeouts and Retry-After pauses, with requests
+#: in flight together once the limit has grown.
+EVENTS: list[object] = [200] * 5 + [503, 200, 200, 200, 429, 200, "timeout", 200, (503, 0.05)]
+EVENTS += [200] * 4 + [(429, 0.05), 200, 200, 200, 503, 503] + [200] * 6
 
 
-def test_the_fleet_applies_the_controller_rules_as_a_local_controller(frontier: Frontiers) -> None:
-    """Answers that the controller's state() carries whole: growth from a limit
-    of 1, a gap closing step by step, a Retry-After pause."""
+def test_one_worker_applies_every_rule_as_a_local_controller(frontier: Frontiers) -> None:
+    """A host fed by one worker goes by the controller that the worker keeps: the
+    same gap, limit, pause and reactions as in a single process, answer by answer."""
     worker = frontier(SMALL)
-    events: list[object] = [200] * 6
-    worker.push([Item("h", b"%d" % i) for i in range(len(events))])
-    assert _drive(worker, HostController(SMALL), events) == []
+    worker.push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
+    assert _drive([worker], HostController(SMALL), EVENTS) == []
+    assert worker.counters.conflicts == 0
+
+
+def test_workers_taking_turns_apply_what_the_state_carries(frontier: Frontiers) -> None:
+    """Workers that take turns on a host restore its controller from the stored
+    state: a first backoff, a Retry-After pause and the gap closing step by step
+    carry (one request at a time: the round of a request in flight does not)."""
+    fixed = replace(SMALL, adaptive=False, max_concurrency=1)
+    workers = [frontier(fixed), frontier(fixed)]
+    events: list[object] = [(429, 0.05)] + [200] * 4
+    workers[0].push([Item("h", b"%d" % i) for i in range(len(events))])
+    assert _drive(workers, HostController(fixed), events) == []
+    assert sum(w.counters.conflicts for w in workers) == 0
 
 
 @pytest.mark.xfail(
@@ -229,12 +277,12 @@ def test_the_fleet_applies_the_controller_rules_as_a_local_controller(frontier: 
     reason="HostController.state() does not carry the rules' whole memory yet (pace samples, "
     "round, overloaded_at, latency window): see docs/fleet.rst, 'One set of rules'",
 )
-def test_the_fleet_applies_every_rule_as_a_local_controller(frontier: Frontiers) -> None:
-    worker = frontier(SMALL)
-    events: list[object] = [200, 200, 200, 503, 200, 200, 200, 429, 200, "timeout", 200]
-    events += [(503, 0.05), 200, 200, (429, 0.05), 200, 200]
-    worker.push([Item("h", b"%d" % i) for i in range(len(events))])
-    assert _drive(worker, HostController(SMALL), events) == []
+def test_workers_taking_turns_apply_every_rule_as_a_local_controller(
+    frontier: Frontiers,
+) -> None:
+    workers = [frontier(SMALL), frontier(SMALL)]
+    workers[0].push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
+    assert _drive(workers, HostController(SMALL), EVENTS) == []
 
 
 def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) -> None:

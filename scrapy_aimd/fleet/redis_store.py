@@ -22,16 +22,32 @@ Requests go in and out as bytes through the caller's codec (the JOBDIR's
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
+from scrapy_aimd.core.controller import (
+    ControllerConfig,
+    HostController,
+    HostNotReady,
+    Reaction,
+    Ticket,
+)
 from scrapy_aimd.fleet.connection import Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.rules import Applied, Event, apply, decode_state, limits_of
+from scrapy_aimd.fleet.rules import (
+    Applied,
+    Event,
+    applied,
+    apply,
+    decode_state,
+    limits_of,
+    restore,
+)
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = ["Claim", "FleetFrontier", "FleetStatus", "HostView", "Item", "Wait", "sort_score"]
@@ -151,8 +167,10 @@ class FleetFrontier(Generic[T]):
         self._config = config
         self._configs: dict[str, tuple[ControllerConfig, tuple[str, str]]] = {}
         self.lease_time = lease_time
-        #: The latest (version, state) seen of each host: a feedback starts from it.
-        self._states: dict[str, tuple[int, bytes]] = {}
+        #: Each host's controller, with the version of the state it stands for.
+        self._controllers: dict[str, tuple[int, HostController]] = {}
+        #: The tickets of this worker's claims, with the controller that issued them.
+        self._tickets: dict[str, tuple[HostController, Ticket]] = {}
         #: Requests that ``encode`` could not serialize: the caller keeps them.
         self.unserializable = 0
 
@@ -226,7 +244,7 @@ class FleetFrontier(Generic[T]):
             self.fleet.saw_time(started)
             host = host_bytes.decode("utf-8", "surrogateescape")
             lease_id = lease.decode("ascii")
-            self._states[host] = (int(version), state)
+            self._started(host, lease_id, int(version), state, float(started))
             try:
                 item = self._decode(member[_ARRIVAL_CHARS:])
             except Exception:
@@ -241,6 +259,25 @@ class FleetFrontier(Generic[T]):
                 continue
             self.counters.claims += 1
             return Claim(lease_id, host, item, float(started), float(expires))
+
+    def _started(self, host: str, lease: str, version: int, state: bytes, started: float) -> None:
+        """Start the claim in the host's controller: the one kept if the stored state
+        is still the one it stands for, else one restored from the state."""
+        kept = self._controllers.get(host)
+        if kept is not None and kept[0] == version:
+            controller = kept[1]
+        else:
+            try:
+                controller = restore(self._cfg(host)[0], decode_state(state))
+            except ValueError:
+                # Reported by the feedback, which reads the state again.
+                self._controllers.pop(host, None)
+                return
+            self._controllers[host] = (version, controller)
+        # The claim script checked the controller's own rule; should they ever
+        # disagree, the feedback starts the request again in a restored controller.
+        with contextlib.suppress(HostNotReady):
+            self._tickets[lease] = (controller, controller.start(started))
 
     # -- feedback ----------------------------------------------------------------------
 
@@ -296,35 +333,48 @@ class FleetFrontier(Generic[T]):
     def _update(
         self, host: str, event: Event, *, started: float | None, lease: str, done: bool
     ) -> Reaction | None:
-        cfg = self._cfg(host)[0]
-        version, raw = self._states.get(host, (0, b""))
+        """Apply the event to the host's controller and store it with a check-and-set:
+        first to the controller kept, if the lease's ticket is its own; then, while
+        other workers' feedback moved the state, to the state they stored."""
         key = self.fleet.key(f"h:{host}")
         self.counters.feedbacks += 1
+        held = self._tickets.pop(lease, None) if lease else None
+        kept = self._controllers.pop(host, None)
+        version, raw = 0, ""
+        result: Applied | None = None
+        if kept is not None:
+            version, controller = kept
+            if held is None or held[0] is controller:
+                result = applied(controller, event(controller, held[1] if held else None))
+            else:  # a ticket of an older controller: start it again in a restored one
+                raw = json.dumps(controller.state())
         for _ in range(MAX_ATTEMPTS):
-            try:
-                applied: Applied = apply(cfg, decode_state(raw), event, started=started)
-            except ValueError as exc:
-                raise FleetStoreError(
-                    f"Redis key {key} holds a state that cannot be read: {exc}"
-                ) from exc
+            if result is None:
+                try:
+                    cfg = self._cfg(host)[0]
+                    result = apply(cfg, decode_state(raw), event, started=started)
+                except ValueError as exc:
+                    raise FleetStoreError(
+                        f"Redis key {key} holds a state that cannot be read: {exc}"
+                    ) from exc
             reply = self.fleet.call(
                 "feedback",
                 host,
                 version,
-                applied.state,
-                *applied.limits.as_args(),
+                result.state,
+                *result.limits.as_args(),
                 lease,
                 "1" if done else "0",
                 repr(LEASE_MARGIN),
             )
             if reply[0] == 1:
                 self.fleet.saw_time(reply[3])
-                self._states[host] = (int(reply[1]), applied.state.encode())
+                self._controllers[host] = (int(reply[1]), result.controller)
                 if lease and not reply[2]:
                     self.counters.late_feedback += 1
-                return applied.reaction
+                return result.reaction
             self.counters.conflicts += 1
-            version, raw = int(float(reply[1])), reply[2]
+            version, raw, result = int(float(reply[1])), reply[2].decode(), None
         raise FleetStoreError(
             f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
         )
@@ -338,6 +388,10 @@ class FleetFrontier(Generic[T]):
         ids = list(leases)
         if not ids:
             return 0
+        for lease in ids:
+            held = self._tickets.pop(lease, None)
+            if held is not None:  # no feedback: it never reached the host
+                held[0].cancel(held[1])
         forgotten, _ = self.fleet.call("done", *ids)
         return int(forgotten)
 

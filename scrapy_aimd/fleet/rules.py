@@ -7,10 +7,15 @@ Only what a claim needs to decide alone, on the server, is read out of the
 controller: its gap, its limit and the end of its pause. Times are on the
 fleet's clock (Redis's).
 
-A restored controller has nothing in flight, so the request that the event is
-about is started in it again, at its claim time (or at the end of a pause that
-began since, the earliest it may start in the restored controller). No Scrapy
-or Redis import.
+A worker keeps the controller of each host it touched, with the version of
+the state it stands for: while no other worker's feedback moved that version,
+events go to that very controller, which keeps its whole memory, so a host fed
+by one worker at a time behaves exactly as in a single process. Once the
+version moved, the controller is restored from the stored state: exact as far
+as ``state()`` carries the controller's memory, as a resumed crawl. A restored
+controller has nothing in flight, so the request that the event is about is
+started in it again, at its claim time (or at the end of a pause that began
+since, the earliest it may start there). No Scrapy or Redis import.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 
-__all__ = ["Applied", "Limits", "apply", "decode_state", "limits_of"]
+__all__ = ["Applied", "Limits", "applied", "apply", "decode_state", "limits_of", "restore"]
 
 Event = Callable[[HostController, Ticket | None], Reaction | None]
 
@@ -46,11 +51,19 @@ def limits_of(controller: HostController) -> Limits:
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """The host after an event: its new state (JSON text), limits and reaction."""
+    """The host after an event: its controller, new state (JSON text), limits and
+    the controller's reaction."""
 
+    controller: HostController
     state: str
     limits: Limits
     reaction: Reaction | None
+
+
+def applied(controller: HostController, reaction: Reaction | None) -> Applied:
+    """The controller after an event, with what is stored of it."""
+    text = json.dumps(controller.state(), allow_nan=False, separators=(",", ":"))
+    return Applied(controller, text, limits_of(controller), reaction)
 
 
 def decode_state(raw: bytes | str) -> dict[str, Any] | None:
@@ -82,6 +95,4 @@ def apply(
         at = max(started, controller.ready_at(started))
         if math.isfinite(at):
             ticket = controller.start(at)
-    reaction = event(controller, ticket)
-    text = json.dumps(controller.state(), allow_nan=False, separators=(",", ":"))
-    return Applied(text, limits_of(controller), reaction)
+    return applied(controller, event(controller, ticket))
