@@ -4,8 +4,13 @@ that are not ours. Each gives a FleetStoreError that names what to look at."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -184,3 +189,53 @@ def test_scripts_lost_by_redis_are_loaded_again(
     again = fleet.claim()
     assert isinstance(again, Claim)
     assert fleet.counters.round_trips == before + 13
+
+
+_WORKER = """
+import sys, time
+from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier
+url, prefix = sys.argv[1], sys.argv[2]
+cfg = ControllerConfig(adaptive=False, max_concurrency=4)
+worker = FleetFrontier(Fleet(url, prefix), encode=bytes, decode=bytes,
+                       config=lambda host: cfg, lease_time=1.0)
+held = [worker.claim() for _ in range(3)]
+assert all(isinstance(claim, Claim) for claim in held), held
+print(" ".join(claim.item.decode() for claim in held), flush=True)
+time.sleep(60)
+"""
+
+
+def test_kill_9_of_a_worker_loses_none_of_its_requests(server: RedisServer, prefix: str) -> None:
+    cfg = ControllerConfig(adaptive=False, max_concurrency=4)
+    survivor = FleetFrontier(
+        Fleet(server.url, prefix), encode=bytes, decode=bytes, config=lambda h: cfg, lease_time=30
+    )
+    pages = [f"h{n % 2}/{n}".encode() for n in range(10)]
+    survivor.push([Entry(page.decode().split("/")[0], page) for page in pages])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, server.url, prefix],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    try:
+        assert child.stdout is not None
+        held = child.stdout.readline().split()
+        assert len(held) == 3
+    finally:
+        child.kill()
+        child.wait(10)
+    fetched: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        claim = survivor.claim()
+        if isinstance(claim, Claim):
+            fetched.append(claim.item)
+            survivor.finish(claim, status=200, latency=0.001, done=True)
+        elif claim.queued == 0 and claim.leased == 0:
+            break
+        else:
+            time.sleep(0.02)
+    assert sorted(fetched) == sorted(pages)  # the killed worker's 3 among them, once each
+    assert survivor.counters.reaped == 3

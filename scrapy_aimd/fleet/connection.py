@@ -15,7 +15,7 @@ stops cleanly. No Scrapy import.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
@@ -75,6 +75,10 @@ class FleetCounters:
     reaped: int = 0
     late_feedback: int = 0
     undecodable: int = 0
+
+    def as_stats(self) -> dict[str, int]:
+        """The counters under their stats names, ``aimd/fleet/<name>``."""
+        return {f"aimd/fleet/{name}": value for name, value in asdict(self).items()}
 
 
 class Fleet:
