@@ -436,3 +436,18 @@ def test_scrapy_requests_go_through_the_jobdir_codec(server: RedisServer, prefix
     assert claim.item.priority == 3
     assert claim.item.headers.get("X-Test") == b"1"
     fleet.close()
+
+
+def test_a_stopping_worker_gives_its_leases_back_at_once(frontier: Frontiers) -> None:
+    stopping, other = frontier(lease_time=60.0), frontier(lease_time=60.0)
+    stopping.push([Item("h", b"1"), Item("g", b"2")])
+    claims = [claim_now(stopping), claim_now(stopping)]
+    assert isinstance(other.claim(), Wait)
+    assert stopping.give_back([c.lease for c in claims] + ["0000000000000999"]) == 2
+    assert sorted(claim_now(other).item for _ in claims) == [b"1", b"2"]
+    assert other.status().reaped == 0  # given back, not expired
+    for host in ("h", "g"):
+        assert other.host(host).in_flight == 1  # type: ignore[union-attr]
+    kept = other.controller("h")
+    assert kept is not None
+    assert kept.in_flight == 1

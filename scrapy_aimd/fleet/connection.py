@@ -36,7 +36,18 @@ DEFAULT_BUCKETS: Final = 1 << 15
 #: Seconds to wait for a connection, and for a reply.
 CONNECT_TIMEOUT: Final = 2.0
 REPLY_TIMEOUT: Final = 5.0
-_SCRIPTS: Final = ("init", "push", "claim", "feedback", "done", "reap", "status", "host", "seen")
+_SCRIPTS: Final = (
+    "init",
+    "push",
+    "claim",
+    "feedback",
+    "done",
+    "give_back",
+    "reap",
+    "status",
+    "host",
+    "seen",
+)
 _KEY_ERROR: Final = "AIMDKEY "
 
 

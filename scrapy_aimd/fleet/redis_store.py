@@ -395,6 +395,22 @@ class FleetFrontier(Generic[T]):
         forgotten, _ = self.fleet.call("done", *ids)
         return int(forgotten)
 
+    def give_back(self, leases: Iterable[str]) -> int:
+        """Queue these requests again now: the worker stops without finishing them
+        (a shutdown's cancelled downloads). One round trip; returns how many."""
+        ids = list(leases)
+        for lease in ids:
+            held = self._tickets.pop(lease, None)
+            if held is not None:
+                held[0].cancel(held[1])
+        return int(self.fleet.call("give_back", *ids)) if ids else 0
+
+    def controller(self, host: str) -> HostController | None:
+        """The host's controller as this worker last knew it (for stats, events and
+        the summary; None if it never claimed from the host)."""
+        kept = self._controllers.get(host)
+        return None if kept is None else kept[1]
+
     def reap(self, limit: int = 1000) -> int:
         """Queue the requests of expired leases again (claims do this too)."""
         requeued = int(self.fleet.call("reap", limit))

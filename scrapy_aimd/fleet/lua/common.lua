@@ -98,23 +98,31 @@ local function note_idle(now)
   end
 end
 
--- Expired leases back to their hosts' queues, their places freed.
+-- A lease's request back to its host's queue, its place freed; false if the
+-- lease is gone (done, or put back already).
+local function requeue(id)
+  local lease = P .. ':l:' .. id
+  local l = call('HMGET', lease, 'h', 's', 'm', 'r')
+  call('ZREM', P .. ':leases', id)
+  call('DEL', lease)
+  if not (l[1] and l[2] and l[3]) then
+    return false
+  end
+  call('ZADD', queue_key(l[1]), l[2], l[3])
+  call('INCR', P .. ':n')
+  if not l[4] then
+    add_in_flight(l[1], -1)
+  end
+  rescore(l[1])
+  return true
+end
+
+-- Expired leases back to their hosts' queues.
 local function reap(now, limit)
-  local leases = P .. ':leases'
-  local ids = call('ZRANGEBYSCORE', leases, '-inf', fmt(now), 'LIMIT', 0, limit)
+  local ids = call('ZRANGEBYSCORE', P .. ':leases', '-inf', fmt(now), 'LIMIT', 0, limit)
   local requeued = 0
   for _, id in ipairs(ids) do
-    local lease = P .. ':l:' .. id
-    local l = call('HMGET', lease, 'h', 's', 'm', 'r')
-    call('ZREM', leases, id)
-    call('DEL', lease)
-    if l[1] and l[2] and l[3] then
-      call('ZADD', queue_key(l[1]), l[2], l[3])
-      call('INCR', P .. ':n')
-      if not l[4] then
-        add_in_flight(l[1], -1)
-      end
-      rescore(l[1])
+    if requeue(id) then
       requeued = requeued + 1
     end
   end
