@@ -10,6 +10,7 @@ skips them).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -123,3 +124,11 @@ def serve() -> Iterator[RedisServer]:
     """For a pytest fixture: ``server = pytest.fixture(scope="module")(serve)``."""
     with redis_server() as server:
         yield server
+
+
+_prefixes = itertools.count()
+
+
+def fleet_prefix() -> str:
+    """For a pytest fixture: a key prefix that no other test uses."""
+    return f"aimd:test{next(_prefixes)}"

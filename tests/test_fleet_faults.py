@@ -3,7 +3,6 @@ that are not ours. Each gives a FleetStoreError that names what to look at."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import subprocess
@@ -14,7 +13,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port, redis_server, serve
+from redis_server import (
+    REDIS_SERVER,
+    SKIP_REASON,
+    RedisServer,
+    fleet_prefix,
+    free_port,
+    redis_server,
+    serve,
+)
 
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, FleetStoreError
@@ -23,12 +30,7 @@ from scrapy_aimd.fleet import Item as Entry
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
-_prefixes = itertools.count()
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"aimd:fault{next(_prefixes)}"
+prefix = pytest.fixture(fleet_prefix)
 
 
 @pytest.fixture

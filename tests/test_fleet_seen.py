@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 import time
@@ -10,7 +9,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import redis
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetSeenSet, Item
@@ -18,12 +17,7 @@ from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetSeenSet, Item
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
-_prefixes = itertools.count()
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"aimd:seen{next(_prefixes)}"
+prefix = pytest.fixture(fleet_prefix)
 
 
 def test_add_says_which_keys_were_new_in_one_round_trip(server: RedisServer, prefix: str) -> None:

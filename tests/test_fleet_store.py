@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
@@ -21,15 +21,10 @@ from scrapy_aimd.fleet.redis_store import sort_score
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
-_prefixes = itertools.count()
+prefix = pytest.fixture(fleet_prefix)
 
 FAST = ControllerConfig(min_delay=0.0, max_concurrency=4)
 Frontiers = Callable[..., FleetFrontier[bytes]]
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"aimd:test{next(_prefixes)}"
 
 
 @pytest.fixture
