@@ -136,6 +136,7 @@ class Fleet:
             ) from exc
         self._load_all()
         reply = self.call("init", FORMAT, buckets, rules_id)
+        self.saw_time(reply[0])
         #: Seen-set buckets: the fleet's own, set by the worker that created it.
         self.buckets = int(reply[1])
         self.intset_entries = self._intset_entries()
