@@ -17,5 +17,8 @@ def test_bench_fleet_seen_smoke() -> None:
 
 
 def test_bench_fleet_claim_smoke() -> None:
-    stdout = run_benchmark("bench_fleet_claim.py", "--requests", "300", "--hosts", "7")
+    stdout = run_benchmark(
+        "bench_fleet_claim.py", "--requests", "300", "--hosts", "7", "--workers", "2"
+    )
     assert "2.00 counted by the client, 2.00 EVALSHA by the server; conflicts: 0" in stdout
+    assert "2 worker processes, 300 requests over 4 hosts" in stdout
