@@ -50,7 +50,16 @@ from scrapy_aimd.fleet.rules import (
 )
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
-__all__ = ["Claim", "FleetFrontier", "FleetStatus", "HostView", "Item", "Wait", "sort_score"]
+__all__ = [
+    "Claim",
+    "FleetFrontier",
+    "FleetStatus",
+    "HostView",
+    "Item",
+    "Wait",
+    "lease_time",
+    "sort_score",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +79,11 @@ _ARRIVAL_CHARS: Final = 16
 #: [-2**31, 2**31), depth in [0, 2**21). Ties come out by arrival.
 _DEPTH_BITS: Final = 21
 _PRIORITY_LIMIT: Final = 1 << 31
+
+
+def lease_time(download_timeout: float) -> float:
+    """How long a claim holds: the download timeout plus :data:`LEASE_MARGIN`."""
+    return download_timeout + LEASE_MARGIN
 
 
 def sort_score(priority: int, depth: int) -> int:
