@@ -61,7 +61,7 @@ def masked_url(url: str) -> str:
         return url
     netloc = parts.netloc.rsplit("@", 1)[1]
     user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + netloc))
+    return urlunsplit((parts.scheme, user + netloc, parts.path, parts.query, parts.fragment))
 
 
 def _load_scripts() -> dict[str, str]:
