@@ -1,0 +1,238 @@
+"""One worker's connection to the fleet's Redis: its scripts, its clock, its errors.
+
+Every call is one Lua script, so one round trip (``round_trips`` counts them,
+including a script loaded again after Redis lost its script cache). Redis's
+clock is the fleet's clock: every reply carries the server's time, and
+:meth:`Fleet.now` goes on from the latest one with the local monotonic clock,
+so that times stored by one worker mean the same to another whose clock is
+off.
+
+A call that fails on the network is not retried (a claim that ran twice would
+lease two requests): it raises :class:`FleetConnectionLost`, and the scheduler
+stops cleanly. No Scrapy import.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
+
+__all__ = ["DEFAULT_BUCKETS", "FORMAT", "Fleet", "FleetCounters", "masked_url"]
+
+#: The layout of the keys; a fleet of another format is refused.
+FORMAT: Final = 1
+#: Seen-set buckets: 2**15. At Redis's default ``set-max-intset-entries`` (512)
+#: the set stays in intsets up to about 15 M URLs (see docs/fleet.rst, sizing).
+DEFAULT_BUCKETS: Final = 1 << 15
+#: Seconds to wait for a connection, and for a reply.
+CONNECT_TIMEOUT: Final = 2.0
+REPLY_TIMEOUT: Final = 5.0
+_SCRIPTS: Final = (
+    "init",
+    "push",
+    "claim",
+    "feedback",
+    "done",
+    "give_back",
+    "reap",
+    "status",
+    "host",
+    "seen",
+)
+_KEY_ERROR: Final = "AIMDKEY "
+
+
+def masked_url(url: str) -> str:
+    """The URL with its password hidden, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + netloc, parts.path, parts.query, parts.fragment))
+
+
+def _load_scripts() -> dict[str, str]:
+    folder = resources.files("scrapy_aimd.fleet") / "lua"
+    common = (folder / "common.lua").read_text(encoding="utf-8")
+    return {
+        name: common + (folder / f"{name}.lua").read_text(encoding="utf-8") for name in _SCRIPTS
+    }
+
+
+@dataclass
+class FleetCounters:
+    """What one worker did with Redis, for ``aimd/fleet/*`` stats."""
+
+    round_trips: int = 0
+    claims: int = 0
+    claim_misses: int = 0
+    pushed: int = 0
+    duplicates: int = 0
+    feedbacks: int = 0
+    conflicts: int = 0
+    reaped: int = 0
+    late_feedback: int = 0
+    undecodable: int = 0
+
+    def as_stats(self) -> dict[str, int]:
+        """The counters under their stats names, ``aimd/fleet/<name>``."""
+        return {f"aimd/fleet/{name}": value for name, value in asdict(self).items()}
+
+
+class Fleet:
+    """The fleet's Redis under ``prefix``: connects, checks the meta key, runs scripts."""
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        *,
+        rules_id: str = "",
+        buckets: int = DEFAULT_BUCKETS,
+        reply_timeout: float = REPLY_TIMEOUT,
+    ) -> None:
+        if buckets < 1 or buckets & (buckets - 1) or buckets > 1 << 24:
+            raise ValueError(f"buckets={buckets!r}: expected a power of 2 up to 2**24")
+        if not prefix or any(c.isspace() for c in prefix):
+            raise ValueError(f"AIMD_FLEET_KEY={prefix!r}: expected a non-empty key prefix")
+        self.url = url
+        self.prefix = prefix
+        self.counters = FleetCounters()
+        self._scripts = _load_scripts()
+        self._shas: dict[str, str] = {}
+        self._server_time = 0.0
+        self._local_time = time.monotonic()
+        try:
+            self.redis = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=CONNECT_TIMEOUT,
+                socket_timeout=reply_timeout,
+                retry=Retry(backoff=NoBackoff(), retries=0),
+                health_check_interval=0,
+            )
+        except ValueError as exc:
+            raise FleetStoreError(
+                f"AIMD_REDIS_URL={masked_url(url)!r} is not valid: {exc}"
+            ) from exc
+        try:
+            self.redis.ping()
+        except redis.RedisError as exc:
+            self.redis.close()
+            raise FleetStoreError(
+                f"Cannot reach Redis at AIMD_REDIS_URL={masked_url(url)!r}: {exc}"
+            ) from exc
+        self._load_all()
+        reply = self.call("init", FORMAT, buckets, rules_id)
+        self.saw_time(reply[0])
+        #: Seen-set buckets: the fleet's own, set by the worker that created it.
+        self.buckets = int(reply[1])
+        self.intset_entries = self._intset_entries()
+
+    def _load_all(self) -> None:
+        """Load every script in one round trip, so that each call is one."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in _SCRIPTS:
+                pipe.script_load(self._scripts[name])
+            self.counters.round_trips += 1
+            self._shas = dict(zip(_SCRIPTS, pipe.execute(), strict=True))
+        except redis.RedisError as exc:
+            self.redis.close()
+            raise FleetStoreError(
+                f"Redis at AIMD_REDIS_URL={masked_url(self.url)!r} refused the fleet's "
+                f"scripts: {exc}"
+            ) from exc
+
+    def _intset_entries(self) -> int | None:
+        """The server's ``set-max-intset-entries``, None where CONFIG is not allowed."""
+        try:
+            reply = self.redis.config_get("set-max-intset-entries")
+            self.counters.round_trips += 1
+        except redis.RedisError:
+            return None
+        values: dict[Any, Any] = dict(reply)
+        value = values.get(b"set-max-intset-entries", values.get("set-max-intset-entries"))
+        return int(value) if value is not None else None
+
+    def key(self, suffix: str) -> str:
+        return f"{self.prefix}:{suffix}"
+
+    def now(self) -> float:
+        """Redis's clock, as of the latest reply, moved on by the local clock."""
+        return self._server_time + (time.monotonic() - self._local_time)
+
+    def saw_time(self, server_time: bytes | str | float) -> float:
+        """Set the clock from a reply's server time; returns it."""
+        value = float(server_time)
+        self._server_time, self._local_time = value, time.monotonic()
+        return value
+
+    def call(self, script: str, *args: Any) -> Any:
+        """Run a fleet script: one round trip (two if Redis lost the script)."""
+        source = self._scripts[script]
+        arguments = (self.prefix, *args)
+        try:
+            sha = self._shas.get(script)
+            if sha is not None:
+                self.counters.round_trips += 1
+                try:
+                    return self.redis.evalsha(sha, 0, *arguments)
+                except redis.exceptions.NoScriptError:
+                    pass
+            self.counters.round_trips += 1
+            self._shas[script] = self.redis.script_load(source)
+            self.counters.round_trips += 1
+            return self.redis.evalsha(self._shas[script], 0, *arguments)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise FleetConnectionLost(
+                f"Lost the connection to Redis at AIMD_REDIS_URL={masked_url(self.url)!r} "
+                f"({script}): {exc}"
+            ) from exc
+        except redis.ResponseError as exc:
+            message = str(exc)
+            if message.startswith(_KEY_ERROR):
+                raise FleetStoreError(
+                    f"Redis key {message[len(_KEY_ERROR) :]} "
+                    f"(AIMD_FLEET_KEY={self.prefix!r}); not touched"
+                ) from exc
+            raise FleetStoreError(f"Redis refused the fleet's {script} script: {exc}") from exc
+        except redis.RedisError as exc:
+            raise FleetStoreError(f"Redis failed in the fleet's {script} script: {exc}") from exc
+
+    def clear(self) -> int:
+        """Delete every key under the prefix: an operator's reset, never done by a
+        worker that closes (others may still be crawling). Returns keys deleted."""
+        deleted = 0
+        try:
+            for batch in _batches(self.redis.scan_iter(match=f"{self.prefix}:*", count=1000), 500):
+                deleted += int(self.redis.unlink(*batch))
+        except redis.RedisError as exc:
+            raise FleetStoreError(f"Cannot clear {self.prefix}:*: {exc}") from exc
+        return deleted
+
+    def close(self) -> None:
+        self.redis.close()
+
+
+def _batches(items: Any, size: int) -> Any:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

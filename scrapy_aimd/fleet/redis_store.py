@@ -1,0 +1,462 @@
+"""The fleet's frontier in Redis: per-host queues, hosts by when they may start,
+each host's controller state, and leases of claimed requests.
+
+Every method is one round trip (a Lua script), synchronous, as Scrapy's
+``enqueue_request`` and ``next_request`` are; a feedback that lost a race
+with another worker's takes one more per retry.
+
+- :meth:`FleetFrontier.push`: queue requests, each checked against the shared
+  seen set in the same step.
+- :meth:`FleetFrontier.claim`: the best request of a host that may start now,
+  leased until the download timeout plus a margin; or when the next one may.
+- :meth:`FleetFrontier.finish` / :meth:`FleetFrontier.fail`: the controller
+  rules applied to the host's stored state, stored back if its version did not
+  move (check-and-set in Lua), the lease's place freed in the same script.
+- :meth:`FleetFrontier.done`: the crawl is done with requests (their callbacks
+  ran, their children are pushed): their leases go. Until then a worker killed
+  loses nothing: the lease expires and the request is queued again.
+
+Requests go in and out as bytes through the caller's codec (the JOBDIR's
+:class:`~scrapy_aimd.jobdir.RequestCodec`). No Scrapy import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from scrapy_aimd.core.controller import (
+    ControllerConfig,
+    HostController,
+    HostNotReady,
+    Reaction,
+    Ticket,
+)
+from scrapy_aimd.fleet.connection import Fleet
+from scrapy_aimd.fleet.errors import FleetStoreError
+from scrapy_aimd.fleet.rules import (
+    Applied,
+    Event,
+    applied,
+    apply,
+    decode_state,
+    limits_of,
+    restore,
+)
+from scrapy_aimd.fleet.seen import FleetSeenSet
+
+__all__ = [
+    "Claim",
+    "FleetFrontier",
+    "FleetStatus",
+    "HostView",
+    "Item",
+    "Wait",
+    "lease_time",
+    "sort_score",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Seconds a lease holds past the download timeout, and after a response
+#: while the callback runs, before its request is queued again.
+LEASE_MARGIN: Final = 30.0
+#: Expired leases a claim puts back first (the rest: the next claims, or reap()).
+REAP_PER_CLAIM: Final = 16
+#: Attempts of a feedback whose host state other workers keep moving.
+MAX_ATTEMPTS: Final = 50
+#: Requests per push script, so that one script never holds Redis for long.
+PUSH_BATCH: Final = 500
+_ARRIVAL_CHARS: Final = 16
+#: The sort key (-priority, depth) as one exact float score: priority in
+#: [-2**31, 2**31), depth in [0, 2**21). Ties come out by arrival.
+_DEPTH_BITS: Final = 21
+_PRIORITY_LIMIT: Final = 1 << 31
+
+
+def lease_time(download_timeout: float) -> float:
+    """How long a claim holds: the download timeout plus :data:`LEASE_MARGIN`."""
+    return download_timeout + LEASE_MARGIN
+
+
+def sort_score(priority: int, depth: int) -> int:
+    """``(-priority, depth)`` in one score below 2**53 (a float holds it exactly);
+    values beyond the range are clipped to its ends."""
+    priority = max(-_PRIORITY_LIMIT + 1, min(_PRIORITY_LIMIT - 1, priority))
+    depth = max(0, min((1 << _DEPTH_BITS) - 1, depth))
+    return -priority * (1 << _DEPTH_BITS) + depth
+
+
+@dataclass(frozen=True, slots=True)
+class Item(Generic[T]):
+    """A request to queue. ``key``: its 64-bit fingerprint, checked against the
+    shared seen set (None: queued anyway, as ``dont_filter``)."""
+
+    host: str
+    item: T
+    priority: int = 0
+    depth: int = 0
+    key: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim(Generic[T]):
+    """A leased request: hand ``lease`` back to finish/fail and then to done."""
+
+    lease: str
+    host: str
+    item: T
+    started: float
+    """When it was claimed, on the fleet's clock: its host's start."""
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """No host may start now. ``ready_at``: when the first may (inf: none waits
+    on time, only on a place freed)."""
+
+    ready_at: float
+    now: float
+    queued: int
+    leased: int
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStatus:
+    """The fleet as a whole, for the closing rule (``AIMD_FLEET_IDLE_CLOSE``)."""
+
+    queued: int
+    leased: int
+    idle_for: float
+    """Seconds with nothing queued and nothing leased fleet-wide (0 when busy)."""
+    now: float
+    reaped: int
+    """Leases expired fleet-wide since the fleet began."""
+    seen: int
+    """Keys in the shared seen set."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """One host as the fleet holds it (for summaries and tests)."""
+
+    delay: float
+    concurrency: int
+    paused_until: float
+    in_flight: int
+    queued: int
+    version: int
+    state: dict[str, Any] | None
+
+
+class FleetFrontier(Generic[T]):
+    """Per-host queues, leases and controller states, shared through Redis."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        *,
+        encode: Callable[[T], bytes | None],
+        decode: Callable[[bytes], T],
+        config: Callable[[str], ControllerConfig],
+        lease_time: float,
+        seen: FleetSeenSet | None = None,
+    ) -> None:
+        """``lease_time``: seconds a claim holds (the download timeout plus a margin)."""
+        if not math.isfinite(lease_time) or lease_time <= 0:
+            raise ValueError(f"lease_time={lease_time!r}: expected a finite number > 0")
+        self.fleet = fleet
+        self.counters = fleet.counters
+        self.seen = seen if seen is not None else FleetSeenSet(fleet)
+        self._encode = encode
+        self._decode = decode
+        self._config = config
+        self._configs: dict[str, tuple[ControllerConfig, tuple[str, str]]] = {}
+        self.lease_time = lease_time
+        #: Each host's controller, with the version of the state it stands for.
+        self._controllers: dict[str, tuple[int, HostController]] = {}
+        #: The tickets of this worker's claims, with the controller that issued them.
+        self._tickets: dict[str, tuple[HostController, Ticket]] = {}
+        #: Requests that ``encode`` could not serialize: the caller keeps them.
+        self.unserializable = 0
+
+    # -- queue -------------------------------------------------------------------------
+
+    def push(self, items: Sequence[Item[T]]) -> list[bool | None]:
+        """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
+        queued, False if its key was seen already, None if it cannot be serialized
+        (the caller keeps it locally; counted in ``unserializable``)."""
+        result: list[bool | None] = [None] * len(items)
+        args: list[Any] = []
+        places: list[int] = []
+        for index, entry in enumerate(items):
+            data = self._encode(entry.item)
+            if data is None:
+                self.unserializable += 1
+                continue
+            if entry.key is None:
+                bucket, member = "", ""
+            else:
+                bucket, member = self.seen.bucket_and_member(entry.key)
+            gap, limit = self._initial(entry.host)
+            args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket, member)
+            args += (gap, limit)
+            places.append(index)
+            if len(places) == PUSH_BATCH:
+                self._push(args, places, result)
+                args, places = [], []
+        if places:
+            self._push(args, places, result)
+        return result
+
+    def _push(self, args: list[Any], places: list[int], result: list[bool | None]) -> None:
+        reply = self.fleet.call("push", *args)
+        for index, flag in zip(places, reply, strict=True):
+            result[index] = bool(flag)
+        queued = sum(1 for flag in reply if flag)
+        self.counters.pushed += queued
+        self.counters.duplicates += len(reply) - queued
+
+    def _initial(self, host: str) -> tuple[str, str]:
+        """A new host's gap and limit, as its controller starts."""
+        return self._cfg(host)[1]
+
+    def _cfg(self, host: str) -> tuple[ControllerConfig, tuple[str, str]]:
+        known = self._configs.get(host)
+        if known is None:
+            cfg = self._config(host)
+            limits = limits_of(HostController(cfg))
+            known = self._configs[host] = (cfg, (repr(limits.gap), str(limits.limit)))
+        return known
+
+    # -- claim -------------------------------------------------------------------------
+
+    def claim(self) -> Claim[T] | Wait:
+        """The best request of a host that may start now, leased; or when one may.
+        One round trip (a request that cannot be read costs one more, to drop it)."""
+        while True:
+            reply = self.fleet.call("claim", repr(self.lease_time), REAP_PER_CLAIM)
+            if reply[0] == 0:
+                self.counters.claim_misses += 1
+                self.counters.reaped += int(reply[5])
+                return Wait(
+                    ready_at=float(reply[1]),
+                    now=self.fleet.saw_time(reply[2]),
+                    queued=int(reply[3]),
+                    leased=int(reply[4]),
+                )
+            _, lease, host_bytes, member, started, expires, version, state, reaped = reply
+            self.counters.reaped += int(reaped)
+            self.fleet.saw_time(started)
+            host = host_bytes.decode("utf-8", "surrogateescape")
+            lease_id = lease.decode("ascii")
+            self._started(host, lease_id, int(version), state, float(started))
+            try:
+                item = self._decode(member[_ARRIVAL_CHARS:])
+            except Exception:
+                self.counters.undecodable += 1
+                logger.exception(
+                    "Dropping a request of %s from the fleet's queue that cannot be read "
+                    "(lease %s)",
+                    host,
+                    lease_id,
+                )
+                self.done([lease_id])
+                continue
+            self.counters.claims += 1
+            return Claim(lease_id, host, item, float(started), float(expires))
+
+    def _started(self, host: str, lease: str, version: int, state: bytes, started: float) -> None:
+        """Start the claim in the host's controller: the one kept if the stored state
+        is still the one it stands for, else one restored from the state."""
+        kept = self._controllers.get(host)
+        if kept is not None and kept[0] == version:
+            controller = kept[1]
+        else:
+            try:
+                controller = restore(self._cfg(host)[0], decode_state(state))
+            except ValueError:
+                # Reported by the feedback, which reads the state again.
+                self._controllers.pop(host, None)
+                return
+            self._controllers[host] = (version, controller)
+        # The claim script checked the controller's own rule; should they ever
+        # disagree, the feedback starts the request again in a restored controller.
+        with contextlib.suppress(HostNotReady):
+            self._tickets[lease] = (controller, controller.start(started))
+
+    # -- feedback ----------------------------------------------------------------------
+
+    def finish(
+        self,
+        claim: Claim[T],
+        *,
+        status: int,
+        latency: float | None = None,
+        retry_after: float | None = None,
+        now: float | None = None,
+        done: bool = False,
+    ) -> Reaction | None:
+        """A response came back: the host's controller learns from it, the lease's
+        place is freed (the lease itself stays until :meth:`done`, or goes now if
+        ``done``). None if the host's controller did not know the request."""
+
+        def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
+            if ticket is None:
+                return None
+            return controller.finish(
+                ticket, at, status=status, latency=latency, retry_after=retry_after
+            )
+
+        at = self._event_time(claim, now)
+        return self._update(claim.host, event, started=claim.started, lease=claim.lease, done=done)
+
+    def fail(
+        self, claim: Claim[T], *, timeout: bool, now: float | None = None, done: bool = False
+    ) -> Reaction | None:
+        """The download failed without a response (a timeout is a throttle signal)."""
+
+        def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
+            return None if ticket is None else controller.fail(ticket, at, timeout=timeout)
+
+        at = self._event_time(claim, now)
+        return self._update(claim.host, event, started=claim.started, lease=claim.lease, done=done)
+
+    def update_host(
+        self, host: str, change: Callable[[HostController], None], *, now: float | None = None
+    ) -> None:
+        """Change a host's controller outside a request (its robots.txt Crawl-delay)."""
+
+        def event(controller: HostController, ticket: Ticket | None) -> None:
+            change(controller)
+
+        self._update(host, event, started=None, lease="", done=False)
+
+    def _event_time(self, claim: Claim[T], now: float | None) -> float:
+        at = self.fleet.now() if now is None else now
+        return max(at, claim.started)
+
+    def _update(
+        self, host: str, event: Event, *, started: float | None, lease: str, done: bool
+    ) -> Reaction | None:
+        """Apply the event to the host's controller and store it with a check-and-set:
+        first to the controller kept, if the lease's ticket is its own; then, while
+        other workers' feedback moved the state, to the state they stored."""
+        key = self.fleet.key(f"h:{host}")
+        self.counters.feedbacks += 1
+        held = self._tickets.pop(lease, None) if lease else None
+        kept = self._controllers.pop(host, None)
+        version, raw = 0, ""
+        result: Applied | None = None
+        if kept is not None:
+            version, controller = kept
+            if held is None or held[0] is controller:
+                result = applied(controller, event(controller, held[1] if held else None))
+            else:  # a ticket of an older controller: start it again in a restored one
+                raw = json.dumps(controller.state())
+        for _ in range(MAX_ATTEMPTS):
+            if result is None:
+                try:
+                    cfg = self._cfg(host)[0]
+                    result = apply(cfg, decode_state(raw), event, started=started)
+                except ValueError as exc:
+                    raise FleetStoreError(
+                        f"Redis key {key} holds a state that cannot be read: {exc}"
+                    ) from exc
+            reply = self.fleet.call(
+                "feedback",
+                host,
+                version,
+                result.state,
+                *result.limits.as_args(),
+                lease,
+                "1" if done else "0",
+                repr(LEASE_MARGIN),
+            )
+            if reply[0] == 1:
+                self.fleet.saw_time(reply[3])
+                self._controllers[host] = (int(reply[1]), result.controller)
+                if lease and not reply[2]:
+                    self.counters.late_feedback += 1
+                return result.reaction
+            self.counters.conflicts += 1
+            version, raw, result = int(float(reply[1])), reply[2].decode(), None
+        raise FleetStoreError(
+            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
+        )
+
+    # -- leases ------------------------------------------------------------------------
+
+    def done(self, leases: Iterable[str]) -> int:
+        """The crawl is done with these requests: forget their leases (one round trip).
+        A lease with no feedback (dropped before its download) frees its place.
+        Returns how many leases were still there."""
+        ids = list(leases)
+        if not ids:
+            return 0
+        for lease in ids:
+            held = self._tickets.pop(lease, None)
+            if held is not None:  # no feedback: it never reached the host
+                held[0].cancel(held[1])
+        forgotten, _ = self.fleet.call("done", *ids)
+        return int(forgotten)
+
+    def give_back(self, leases: Iterable[str]) -> int:
+        """Queue these requests again now: the worker stops without finishing them
+        (a shutdown's cancelled downloads). One round trip; returns how many."""
+        ids = list(leases)
+        for lease in ids:
+            held = self._tickets.pop(lease, None)
+            if held is not None:
+                held[0].cancel(held[1])
+        return int(self.fleet.call("give_back", *ids)) if ids else 0
+
+    def controller(self, host: str) -> HostController | None:
+        """The host's controller as this worker last knew it (for stats, events and
+        the summary; None if it never claimed from the host)."""
+        kept = self._controllers.get(host)
+        return None if kept is None else kept[1]
+
+    def reap(self, limit: int = 1000) -> int:
+        """Queue the requests of expired leases again (claims do this too)."""
+        requeued = int(self.fleet.call("reap", limit))
+        self.counters.reaped += requeued
+        return requeued
+
+    # -- reading -----------------------------------------------------------------------
+
+    def status(self) -> FleetStatus:
+        """Queued, leased and idle time fleet-wide: one round trip."""
+        queued, leased, idle_since, now, reaped, seen = self.fleet.call("status")
+        server_now = self.fleet.saw_time(now)
+        idle_for = max(0.0, server_now - float(idle_since)) if idle_since else 0.0
+        self.seen.check_room(int(seen))
+        return FleetStatus(int(queued), int(leased), idle_for, server_now, int(reaped), int(seen))
+
+    def host(self, host: str) -> HostView | None:
+        """The host as the fleet holds it, None if it was never queued."""
+        version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call("host", host)
+        self.fleet.saw_time(now)
+        if not version and not gap:
+            return None
+        key = self.fleet.key(f"h:{host}")
+        try:
+            return HostView(
+                delay=float(gap or 0),
+                concurrency=int(limit or 1),
+                paused_until=float(pause or "-inf"),
+                in_flight=int(in_flight or 0),
+                queued=int(queued),
+                version=int(float(version or 0)),
+                state=decode_state(state),
+            )
+        except ValueError as exc:
+            raise FleetStoreError(f"Redis key {key} cannot be read: {exc}") from exc

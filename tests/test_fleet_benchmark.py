@@ -1,0 +1,24 @@
+"""The fleet benchmarks run (tiny inputs: the figures are not checked)."""
+
+from __future__ import annotations
+
+import pytest
+from benchmarking import run_benchmark
+from redis_server import REDIS_SERVER, SKIP_REASON
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+
+def test_bench_fleet_seen_smoke() -> None:
+    stdout = run_benchmark("bench_fleet_seen.py", "--urls", "20000")
+    rows = [line for line in stdout.splitlines() if line.startswith("| 20,000")]
+    assert len(rows) == 1
+    assert "0 of 256 sampled" in rows[0]
+
+
+def test_bench_fleet_claim_smoke() -> None:
+    stdout = run_benchmark(
+        "bench_fleet_claim.py", "--requests", "300", "--hosts", "7", "--workers", "2"
+    )
+    assert "2.00 counted by the client, 2.00 EVALSHA by the server; conflicts: 0" in stdout
+    assert "2 worker processes, 300 requests over 4 hosts" in stdout

@@ -1,0 +1,243 @@
+"""The fleet's faults against a real redis-server: unreachable, lost mid-call, keys
+that are not ours. Each gives a FleetStoreError that names what to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis_server import (
+    REDIS_SERVER,
+    SKIP_REASON,
+    RedisServer,
+    fleet_prefix,
+    free_port,
+    redis_server,
+    serve,
+)
+
+from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, FleetStoreError
+from scrapy_aimd.fleet import Item as Entry
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+server = pytest.fixture(scope="module")(serve)
+prefix = pytest.fixture(fleet_prefix)
+
+
+@pytest.fixture
+def raw(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url)
+    yield client
+    client.close()
+
+
+def worker(url: str, prefix: str, **kwargs: str) -> FleetFrontier[bytes]:
+    return FleetFrontier(
+        Fleet(url, prefix, **kwargs),
+        encode=bytes,
+        decode=bytes,
+        config=lambda host: ControllerConfig(),
+        lease_time=30.0,
+    )
+
+
+def test_redis_unreachable_at_connect_names_the_setting() -> None:
+    url = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    with pytest.raises(FleetStoreError, match=r"AIMD_REDIS_URL='redis://:\*\*\*@127\.0\.0\.1:"):
+        Fleet(url, "aimd:x")
+    with pytest.raises(FleetStoreError) as info:
+        Fleet(url, "aimd:x")
+    assert "secret" not in str(info.value)
+
+
+def test_an_invalid_url_names_the_setting() -> None:
+    with pytest.raises(
+        FleetStoreError, match=re.escape("AIMD_REDIS_URL='http://127.0.0.1:1' is not valid")
+    ):
+        Fleet("http://127.0.0.1:1", "aimd:x")
+
+
+def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
+    with redis_server() as own:
+        fleet = worker(own.url, "aimd:lost")
+        fleet.push([Entry("h", b"1"), Entry("h", b"2")])
+        claim = fleet.claim()
+        assert isinstance(claim, Claim)
+        own.kill()
+        with pytest.raises(FleetConnectionLost, match=r"AIMD_REDIS_URL=.*claim"):
+            fleet.claim()
+        with pytest.raises(FleetConnectionLost, match="feedback"):
+            fleet.finish(claim, status=200, latency=0.01)
+        with pytest.raises(FleetStoreError):  # the parent class is enough to stop on
+            fleet.status()
+
+
+def test_a_foreign_meta_key_is_refused_by_name(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    raw.set(f"{prefix}:meta", "something else's")
+    with pytest.raises(
+        FleetStoreError, match=f"Redis key {prefix}:meta is a string, not a scrapy-aimd"
+    ):
+        Fleet(server.url, prefix)
+
+
+def test_a_prefix_in_use_by_something_else_is_refused(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    raw.lpush(f"{prefix}:hosts", "x")
+    with pytest.raises(FleetStoreError, match=f"{prefix}:hosts exists .*list"):
+        Fleet(server.url, prefix)
+
+
+def test_a_fleet_of_other_rules_or_format_is_refused(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    Fleet(server.url, prefix, rules_id="rules-a").close()
+    with pytest.raises(FleetStoreError, match=r"other fingerprint rules .rules-a"):
+        Fleet(server.url, prefix, rules_id="rules-b")
+    raw.hset(f"{prefix}:meta", "format", "99")
+    with pytest.raises(FleetStoreError, match="format 99; this version reads format 1"):
+        Fleet(server.url, prefix, rules_id="rules-a")
+
+
+def test_the_first_worker_sets_the_seen_buckets(server: RedisServer, prefix: str) -> None:
+    assert Fleet(server.url, prefix, buckets=64).buckets == 64
+    assert Fleet(server.url, prefix, buckets=1024).buckets == 64
+
+
+@pytest.mark.parametrize(
+    ("key", "damage", "message"),
+    [
+        ("hosts", lambda r, k: r.set(k, "x"), "WRONGTYPE"),
+        ("q:h", lambda r, k: r.set(k, "x"), "WRONGTYPE"),
+        ("h:h", lambda r, k: r.hset(k, "fl", "many"), "field fl is not a number"),
+        ("h:h", lambda r, k: r.hset(k, "lim", "1e"), "field lim is not a number"),
+        ("n", lambda r, k: r.delete(k) and r.lpush(k, "x"), "WRONGTYPE"),
+        ("leases", lambda r, k: r.set(k, "x"), "WRONGTYPE"),
+        ("meta", lambda r, k: r.delete(k), "is missing or not a scrapy-aimd fleet"),
+    ],
+)
+def test_a_corrupt_key_gives_an_error_naming_it(
+    server: RedisServer, raw: redis.Redis, prefix: str, key: str, damage: object, message: str
+) -> None:
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    damage(raw, f"{prefix}:{key}")  # type: ignore[operator]
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:{key} .*{message}"):
+        fleet.claim()
+
+
+def test_a_corrupt_host_state_gives_an_error_naming_the_key(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    fleet.finish(claim, status=200, latency=0.01)
+    raw.hset(f"{prefix}:h:h", "st", "{not json")
+    raw.hincrby(f"{prefix}:h:h", "v", 1)
+    fleet.push([Entry("h", b"2")])
+    again = fleet.claim()
+    assert isinstance(again, Claim)
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h holds a state that cannot"):
+        fleet.finish(again, status=200, latency=0.01)
+    raw.hset(f"{prefix}:h:h", "st", '{"concurrency": -3}')
+    raw.hincrby(f"{prefix}:h:h", "v", 1)
+    raw.hset(f"{prefix}:h:h", "fl", 0)
+    fleet.push([Entry("h", b"3")])
+    third = fleet.claim()  # reads the state again
+    assert isinstance(third, Claim)
+    with pytest.raises(FleetStoreError, match=f"{prefix}:h:h .*concurrency=-3"):
+        fleet.finish(third, status=200, latency=0.01)
+
+
+def test_a_closing_worker_leaves_the_shared_state(server: RedisServer, prefix: str) -> None:
+    first = worker(server.url, prefix)
+    first.push([Entry("h", b"1"), Entry("h", b"2")])
+    first.fleet.close()
+    second = worker(server.url, prefix)
+    assert second.status().queued == 2
+
+
+def test_scripts_lost_by_redis_are_loaded_again(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """A Redis restarted (or SCRIPT FLUSH) forgets the scripts: the next call loads
+    its script again, at two more round trips, once."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    raw.script_flush()
+    before = fleet.counters.round_trips
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    assert fleet.counters.round_trips == before + 3
+    fleet.finish(claim, status=200, latency=0.01, done=True)
+    assert fleet.counters.round_trips == before + 6  # the feedback script too, once
+    fleet.push([Entry("h", b"2")])
+    assert fleet.counters.round_trips == before + 9
+    assert fleet.status().queued == 1
+    assert fleet.counters.round_trips == before + 12
+    again = fleet.claim()
+    assert isinstance(again, Claim)
+    assert fleet.counters.round_trips == before + 13
+
+
+_WORKER = """
+import sys, time
+from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier
+url, prefix = sys.argv[1], sys.argv[2]
+cfg = ControllerConfig(adaptive=False, max_concurrency=4)
+worker = FleetFrontier(Fleet(url, prefix), encode=bytes, decode=bytes,
+                       config=lambda host: cfg, lease_time=1.0)
+held = [worker.claim() for _ in range(3)]
+assert all(isinstance(claim, Claim) for claim in held), held
+print(" ".join(claim.item.decode() for claim in held), flush=True)
+time.sleep(60)
+"""
+
+
+def test_kill_9_of_a_worker_loses_none_of_its_requests(server: RedisServer, prefix: str) -> None:
+    cfg = ControllerConfig(adaptive=False, max_concurrency=4)
+    survivor = FleetFrontier(
+        Fleet(server.url, prefix), encode=bytes, decode=bytes, config=lambda h: cfg, lease_time=30
+    )
+    pages = [f"h{n % 2}/{n}".encode() for n in range(10)]
+    survivor.push([Entry(page.decode().split("/")[0], page) for page in pages])
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, server.url, prefix],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    try:
+        assert child.stdout is not None
+        held = child.stdout.readline().split()
+        assert len(held) == 3
+    finally:
+        child.kill()
+        child.wait(10)
+    fetched: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        claim = survivor.claim()
+        if isinstance(claim, Claim):
+            fetched.append(claim.item)
+            survivor.finish(claim, status=200, latency=0.001, done=True)
+        elif claim.queued == 0 and claim.leased == 0:
+            break
+        else:
+            time.sleep(0.02)
+    assert sorted(fetched) == sorted(pages)  # the killed worker's 3 among them, once each
+    assert survivor.counters.reaped == 3
