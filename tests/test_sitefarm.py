@@ -988,6 +988,18 @@ def test_possible_seconds_of_fast_answers_static_pages_and_outages() -> None:
     )
 
 
+def test_possible_crawl_seconds_counts_the_crawlers_slots() -> None:
+    specs = [
+        HostSpec(name="a", pages=39, latency=1.0, capacity=10),
+        HostSpec(name="b", pages=39, latency=1.0, capacity=10),
+    ]
+    # Each host alone: 40 requests (robots.txt aside) in 4 rounds of 10.
+    assert possible_crawl_seconds(specs, robots=False) == pytest.approx(4.0)
+    assert possible_crawl_seconds(specs, robots=False, concurrency=20) == pytest.approx(4.0)
+    # 80 s to the first byte in all, 8 at once at most: 10 s.
+    assert possible_crawl_seconds(specs, robots=False, concurrency=8) == pytest.approx(10.0)
+
+
 def test_benchmark_preset_models_the_hosts_real_sites_are() -> None:
     specs = {spec.name: spec for spec in benchmark_farm()}
     dynamic = specs["dynamic"]

@@ -77,9 +77,17 @@ def host_possible_seconds(spec: HostSpec, *, robots: bool = True) -> float:
     return work
 
 
-def possible_crawl_seconds(specs: list[HostSpec], *, robots: bool = True) -> float:
-    """The farm's bound: hosts are crawled in parallel, so the slowest host's."""
-    return max((host_possible_seconds(spec, robots=robots) for spec in specs), default=0.0)
+def possible_crawl_seconds(
+    specs: list[HostSpec], *, robots: bool = True, concurrency: int | None = None
+) -> float:
+    """The farm's bound: hosts are crawled in parallel, so the slowest host's; with
+    ``concurrency`` (the crawler's ``CONCURRENT_REQUESTS``), at least the whole farm's
+    time to first byte spread over that many requests at once."""
+    bound = max((host_possible_seconds(spec, robots=robots) for spec in specs), default=0.0)
+    if concurrency is not None:
+        work = sum(sum(service_seconds(spec, robots=robots)) for spec in specs)
+        bound = max(bound, work / concurrency)
+    return bound
 
 
 def farm_page_ids(specs: list[HostSpec]) -> dict[str, list[str]]:
