@@ -24,8 +24,9 @@ from sitefarm.spec import HostSpec, specs_to_json, validate_farm
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-#: The directory that holds the scrapy_aimd package, for a child that runs from a source tree.
-_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+#: The directory that holds the sitefarm package (``src``), for a child that runs from a
+#: source tree where sitefarm is not installed.
+_SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 class FarmError(RuntimeError):
