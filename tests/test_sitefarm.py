@@ -33,6 +33,7 @@ from sitefarm import (
     over_capacity_seconds,
     possible_crawl_seconds,
     read_log_file,
+    requests_needed,
     specs_from_json,
     specs_to_json,
     start_farm,
@@ -655,6 +656,113 @@ def test_slow_robots_and_pages_unaffected() -> None:
         assert fetch(farm.url("r", "/p/0")).seconds < 0.25
 
 
+# -- what real sites answer fast, and outages
+
+
+def test_robots_redirects_404s_and_static_pages_answer_fast_while_pages_are_slow() -> None:
+    spec = HostSpec(
+        name="d",
+        pages=20,
+        latency=0.5,
+        fast_latency=0.0,
+        static_share=0.5,
+        broken_links=2,
+        redirects=[Redirect("/old/1", "/p/1")],
+        robots="User-agent: *\nDisallow: /private/\n",
+        sitemap=True,
+        seed=4,
+    )
+    static = spec.static_page_indices()
+    assert len(static) == 10
+    assert static == spec.static_page_indices()  # seeded: the benchmark's bound agrees
+    dynamic = sorted(set(range(20)) - static)
+    with farm_in_thread([spec]) as farm:
+        root = fetch(farm.url("d"))
+        fast = {
+            path: fetch(farm.url("d", path))
+            for path in ("/robots.txt", "/sitemap.xml", "/old/1", "/missing/0", "/nothing")
+        }
+        fast[f"/p/{min(static)}"] = fetch(farm.url("d", f"/p/{min(static)}?utm_source=x"))
+        slow = fetch(farm.url("d", f"/p/{dynamic[0]}"))
+    assert root.status == 200
+    assert root.seconds >= 0.5
+    assert 'href="/missing/0"' in root.body.decode()
+    assert 'href="/missing/1"' in root.body.decode()
+    assert 'href="/missing/2"' not in root.body.decode()
+    assert [r.status for r in fast.values()] == [200, 200, 301, 404, 404, 200]
+    assert all(r.seconds < 0.25 for r in fast.values()), {p: r.seconds for p, r in fast.items()}
+    assert (slow.status, slow.seconds >= 0.5) == (200, True)
+
+
+def test_without_fast_latency_every_answer_takes_the_page_latency() -> None:
+    spec = HostSpec(name="d", pages=2, latency=0.3, broken_links=1, static_share=1.0)
+    with farm_in_thread([spec]) as farm:
+        times = [fetch(farm.url("d", path)).seconds for path in ("/robots.txt", "/missing/0")]
+        times.append(fetch(farm.url("d", "/p/0")).seconds)
+    assert all(t >= 0.3 for t in times)
+
+
+def wait_until(farm_started: float, seconds: float) -> None:
+    time.sleep(max(0.0, farm_started + seconds - time.time()))
+
+
+def test_an_outage_answers_503_for_its_seconds_then_the_host_is_healthy() -> None:
+    outage = {"outage_start": 0.5, "outage_seconds": 1.0}
+    specs = [
+        HostSpec(name="o", pages=2, robots="", **outage),  # type: ignore[arg-type]
+        HostSpec(name="a", pages=2, outage_retry_after="auto", **outage),  # type: ignore[arg-type]
+    ]
+    with farm_in_thread(specs) as farm:
+        before = fetch(farm.url("o", "/p/0"))
+        wait_until(farm.started, 0.8)
+        during = [fetch(farm.url("o", "/p/0")), fetch(farm.url("a", "/p/0"))]
+        robots = fetch(farm.url("o", "/robots.txt"))
+        wait_until(farm.started, 1.7)
+        after = fetch(farm.url("o", "/p/1"))
+        records = farm.read_log(5)
+    assert before.status == 200
+    assert [r.status for r in during] == [503, 503]
+    assert "retry-after" not in during[0].headers  # an outage, not a rate limit
+    assert during[1].headers["retry-after"] == "1"
+    assert robots.status == 200  # the crawl's rules stay those it read
+    assert after.status == 200
+    assert [r["reason"] for r in records] == ["page", "outage", "outage", "robots", "page"]
+    summary = summarize(records, specs)
+    assert (summary["o"].throttled, summary["o"].outage_refused) == (1, 1)
+    assert totals(summary)["outage_refused"] == 2
+
+
+def test_the_clock_can_start_at_the_first_request() -> None:
+    spec = HostSpec(name="p", pages=2, pause_first=0.5)
+    with farm_in_thread([spec], clock="first_request") as farm:
+        wait_until(farm.started, 0.7)
+        assert fetch(farm.url("p", "/p/0")).status == 429  # the pause starts now
+        time.sleep(0.6)
+        assert fetch(farm.url("p", "/p/0")).status == 200
+    with start_farm([spec], max_seconds=30, clock="first_request") as farm:
+        wait_until(farm.started, 0.7)
+        assert fetch(farm.url("p", "/p/0")).status == 429
+    with farm_in_thread([spec]) as farm:  # the default: from when the farm listens
+        wait_until(farm.started, 0.7)
+        assert fetch(farm.url("p", "/p/0")).status == 200
+    with pytest.raises(SpecError, match="clock"), farm_in_thread([spec], clock="soon"):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"name": "a", "fast_latency": -1}, "fast_latency"),
+        ({"name": "a", "static_share": 1.5}, "static_share"),
+        ({"name": "a", "outage_seconds": -2}, "outage_seconds"),
+        ({"name": "a", "broken_links": -1}, "broken_links"),
+    ],
+)
+def test_spec_rejects_bad_latencies_and_outages(data: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        HostSpec.from_dict(data)
+
+
 # -- the log
 
 
@@ -858,6 +966,58 @@ def test_possible_seconds_takes_the_tightest_limit_of_each_host() -> None:
     specs = [HostSpec(name="a", pages=9, latency=1.0, capacity=1), HostSpec(name="b", pages=1)]
     assert possible_crawl_seconds(specs) == pytest.approx(11.0)
     assert possible_crawl_seconds(specs, robots=False) == pytest.approx(10.0)
+
+
+def test_possible_seconds_of_fast_answers_static_pages_and_outages() -> None:
+    def bound(**fields: object) -> float:
+        return host_possible_seconds(HostSpec(name="h", pages=99, **fields), robots=False)  # type: ignore[arg-type]
+
+    # 100 pages (the root and 99) and 3 broken links, one request at a time.
+    assert bound(latency=0.5, capacity=1, broken_links=3) == pytest.approx(51.5)
+    assert bound(latency=0.5, capacity=1, broken_links=3, fast_latency=0.0) == pytest.approx(50)
+    assert requests_needed(HostSpec(name="h", pages=99, broken_links=3)) == 104
+    # Half the pages static: the 50 dynamic ones take 13 rounds of 4.
+    assert bound(latency=0.4, capacity=4, fast_latency=0.0, static_share=0.5) == pytest.approx(5.2)
+    assert bound(latency=0.4, capacity=4, fast_latency=0.4, static_share=0.5) == pytest.approx(10.0)
+    # An outage costs its length unless the work is done before it starts.
+    assert bound(latency=0.1, capacity=4, outage_start=1.0, outage_seconds=5.0) == pytest.approx(
+        7.5
+    )
+    assert bound(latency=0.1, capacity=4, outage_start=3.0, outage_seconds=5.0) == pytest.approx(
+        2.5
+    )
+
+
+def test_possible_crawl_seconds_counts_the_crawlers_slots() -> None:
+    specs = [
+        HostSpec(name="a", pages=39, latency=1.0, capacity=10),
+        HostSpec(name="b", pages=39, latency=1.0, capacity=10),
+    ]
+    # Each host alone: 40 requests (robots.txt aside) in 4 rounds of 10.
+    assert possible_crawl_seconds(specs, robots=False) == pytest.approx(4.0)
+    assert possible_crawl_seconds(specs, robots=False, concurrency=20) == pytest.approx(4.0)
+    # 80 s to the first byte in all, 8 at once at most: 10 s.
+    assert possible_crawl_seconds(specs, robots=False, concurrency=8) == pytest.approx(10.0)
+
+
+def test_benchmark_preset_models_the_hosts_real_sites_are() -> None:
+    specs = {spec.name: spec for spec in benchmark_farm()}
+    dynamic = specs["dynamic"]
+    assert (dynamic.capacity, dynamic.latency) == (1, 0.5)
+    assert dynamic.fast_latency is not None and dynamic.fast_latency <= 0.01
+    assert dynamic.robots and dynamic.redirects and dynamic.broken_links
+    mixed = specs["mixed"]
+    assert mixed.fast_latency is not None and mixed.latency >= 10 * mixed.fast_latency
+    assert 0.2 <= mixed.static_share <= 0.8
+    outage = specs["outage"]
+    assert 2 <= outage.outage_seconds <= 10 and outage.outage_retry_after is None
+    assert host_possible_seconds(outage) > outage.outage_start + outage.outage_seconds
+    slow = specs["slow"]
+    assert 0.8 <= slow.latency + slow.jitter / 2 <= 1.2 and slow.soft_capacity == 10
+    bursty = specs["bursty"]
+    assert (bursty.rate, bursty.burst, bursty.rate_retry_after) == (20.0, 20, 2)
+    assert specs["polite"].robots_crawl_delay()
+    assert specs["fast"].tracking_links and specs["narrow"].capacity
 
 
 def test_the_server_is_not_the_bottleneck() -> None:

@@ -29,7 +29,7 @@ Every request is one record (a JSON line in the log file, a dict in memory)::
                    set on 200 pages and on error_rate 500s, else null
     status         the status sent; 0 when the connection was reset
     reason         why: page, hang, error, redirect, not_found, robots, sitemap,
-                   pause, rate, capacity, method, bad_request, reset
+                   pause, outage, rate, capacity, method, bad_request, reset
     arrived        wall-clock time (time.time()) the request line arrived
     finished       wall-clock time the response was written
     in_flight      requests being served at the host when it arrived, itself included

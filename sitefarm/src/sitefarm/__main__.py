@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sitefarm.presets import benchmark_farm, demo_farm
 from sitefarm.runner import serve
+from sitefarm.server import CLOCKS
 from sitefarm.spec import HostSpec, SpecError, specs_from_json, specs_to_json
 
 if TYPE_CHECKING:
@@ -28,6 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", choices=sorted(PRESETS), help="serve a bundled farm")
     parser.add_argument("--log", help="write one JSON line per request here")
     parser.add_argument("--max-seconds", type=float, help="stop after this many seconds")
+    parser.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="start",
+        help="when pauses, outages and token buckets start: at start-up or first request",
+    )
     parser.add_argument("--ignore-stdin", action="store_true", help="do not stop when stdin closes")
     parser.add_argument(
         "--print-config", action="store_true", help="print the config as JSON and exit"
@@ -62,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_seconds=args.max_seconds,
                 watch_stdin=not args.ignore_stdin,
                 on_ready=announce,
+                clock=args.clock,
             )
         )
     except OSError as error:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from sitefarm.spec import HostSpec
 
 #: Reasons of requests the host refused at once; they never occupied it.
-REFUSED_REASONS = frozenset({"capacity", "rate", "pause", "bad_request"})
+REFUSED_REASONS = frozenset({"capacity", "rate", "pause", "outage", "bad_request"})
 
 
 @dataclass
@@ -30,6 +30,9 @@ class HostSummary:
     """200 page responses beyond the first of each page (tracking variants, refetches)."""
     throttled: int = 0
     """429 and 503 responses, robots.txt included."""
+    outage_refused: int = 0
+    """Of those, the 503s of an outage (``HostSpec.outage_seconds``): no crawler avoids
+    them but by not asking, so the benchmark also counts the others apart."""
     over_capacity_seconds: float = 0.0
     """Time more requests were being served than min(capacity, soft_capacity)."""
     crawl_delay_violations: int = 0
@@ -89,6 +92,7 @@ def summarize(
         summary.pages_fetched = len(expected & set(served))
         summary.duplicate_fetches = sum(count - 1 for count in served.values())
         summary.throttled = sum(1 for r in host_records if r["status"] in (429, 503))
+        summary.outage_refused = sum(1 for r in host_records if r["reason"] == "outage")
         limits = [c for c in (spec.capacity, spec.soft_capacity) if c is not None]
         summary.over_capacity_seconds = over_capacity_seconds(
             host_records, min(limits) if limits else None
@@ -124,6 +128,7 @@ def totals(summaries: dict[str, HostSummary]) -> dict[str, Any]:
         "pages_fetched": sum(h.pages_fetched for h in hosts),
         "duplicate_fetches": sum(h.duplicate_fetches for h in hosts),
         "throttled": sum(h.throttled for h in hosts),
+        "outage_refused": sum(h.outage_refused for h in hosts),
         "over_capacity_seconds": sum(h.over_capacity_seconds for h in hosts),
         "crawl_delay_violations": sum(h.crawl_delay_violations for h in hosts),
         "span_seconds": (max(lasts) - min(firsts)) if firsts and lasts else 0.0,

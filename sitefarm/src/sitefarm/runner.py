@@ -24,8 +24,9 @@ from sitefarm.spec import HostSpec, specs_to_json, validate_farm
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-#: The directory that holds the scrapy_aimd package, for a child that runs from a source tree.
-_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+#: The directory that holds the sitefarm package (``src``), for a child that runs from a
+#: source tree where sitefarm is not installed.
+_SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 class FarmError(RuntimeError):
@@ -71,6 +72,7 @@ class FarmProcess:
         *,
         max_seconds: float | None = None,
         startup_timeout: float = 15.0,
+        clock: str = "start",
     ) -> None:
         validate_farm(specs)
         self.specs = list(specs)
@@ -87,6 +89,8 @@ class FarmProcess:
         command += ["--log", str(self.log_path)]
         if max_seconds is not None:
             command += ["--max-seconds", str(max_seconds)]
+        if clock != "start":
+            command += ["--clock", clock]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(_SOURCE_ROOT), env.get("PYTHONPATH", "")) if p
@@ -203,22 +207,27 @@ def start_farm(
     *,
     max_seconds: float | None = None,
     startup_timeout: float = 15.0,
+    clock: str = "start",
 ) -> FarmProcess:
     """Start the farm in a child process and return once every host listens.
 
     ``log_path`` None: the log lives in a temporary directory removed at ``stop()``, after
     which ``read_log()`` still returns the final records. ``max_seconds`` bounds the
-    child's life whatever happens to this process.
+    child's life whatever happens to this process. ``clock``: see ``server.CLOCKS``.
     """
-    return FarmProcess(specs, log_path, max_seconds=max_seconds, startup_timeout=startup_timeout)
+    return FarmProcess(
+        specs, log_path, max_seconds=max_seconds, startup_timeout=startup_timeout, clock=clock
+    )
 
 
 class FarmThread:
     """A farm in a thread of this process: quicker to start than a subprocess, for tests of
     the farm itself. Its records are read straight from memory."""
 
-    def __init__(self, specs: list[HostSpec], log_path: str | Path | None = None) -> None:
-        self.farm = Farm(specs, log_path)
+    def __init__(
+        self, specs: list[HostSpec], log_path: str | Path | None = None, *, clock: str = "start"
+    ) -> None:
+        self.farm = Farm(specs, log_path, clock=clock)
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -286,9 +295,9 @@ class FarmThread:
 
 @contextlib.contextmanager
 def farm_in_thread(
-    specs: list[HostSpec], log_path: str | Path | None = None
+    specs: list[HostSpec], log_path: str | Path | None = None, *, clock: str = "start"
 ) -> Iterator[FarmThread]:
-    farm = FarmThread(specs, log_path)
+    farm = FarmThread(specs, log_path, clock=clock)
     try:
         yield farm
     finally:
@@ -302,6 +311,7 @@ async def serve(
     max_seconds: float | None = None,
     watch_stdin: bool = True,
     on_ready: Callable[[Farm], None] | None = None,
+    clock: str = "start",
 ) -> None:
     """The child's main loop: serve until SIGTERM, SIGINT, stdin EOF or ``max_seconds``."""
     loop = asyncio.get_running_loop()
@@ -312,7 +322,7 @@ async def serve(
     stdin_watched = False
     if watch_stdin:
         stdin_watched = _watch_stdin(loop, stop)
-    farm = Farm(specs, log_path, keep_records=False)
+    farm = Farm(specs, log_path, keep_records=False, clock=clock)
     await farm.start()
     try:
         if on_ready is not None:

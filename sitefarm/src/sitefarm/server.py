@@ -42,7 +42,10 @@ MAX_BODY = 1 << 20
 IDLE_TIMEOUT = 30.0
 FIRST_AUTO_ADDRESS = ipaddress.ip_address("127.0.0.2")
 _PHRASES = {status.value: status.phrase for status in HTTPStatus}
-_PHRASES = {status.value: status.phrase for status in HTTPStatus}
+#: When the clock of pauses, outages and token buckets starts: when the farm listens, or
+#: at the first request any host receives (so that a benchmark's bounds count from the
+#: crawl's first request, not from the crawler's start-up).
+CLOCKS = ("start", "first_request")
 
 
 @dataclass
@@ -213,6 +216,7 @@ class HostServer:
             if target is not None:
                 self._redirects[target.path] = redirect
         self._query_pages = set(spec.query_page_indices())
+        self._static_pages = spec.static_page_indices()
         self._hang_paths = self._normalized(spec.hang_paths)
         self._reset_paths = self._normalized(spec.reset_paths)
         self._server: asyncio.AbstractServer | None = None
@@ -322,6 +326,7 @@ class HostServer:
         connection: int,
     ) -> bool:
         """Answer one request and log it; False when the connection must close."""
+        self.farm.first_request_arrived()
         in_flight = self.in_flight + 1
         admitted = False
         target = parse_target(request.target) if request.error is None else None
@@ -408,6 +413,13 @@ class HostServer:
             if remaining > 0:
                 value = retry_after_value(spec.pause_retry_after, remaining, wall)
                 return Reply(429, "pause", b"paused\n", "text/plain", retry_after=value)
+        if spec.outage_seconds and not is_robots:
+            since = now - self.farm.started_monotonic - spec.outage_start
+            if 0.0 <= since < spec.outage_seconds:
+                value = retry_after_value(
+                    spec.outage_retry_after, spec.outage_seconds - since, wall
+                )
+                return Reply(503, "outage", b"unavailable\n", "text/plain", retry_after=value)
         if spec.rate is not None:
             since = now - max(self._tokens_at, self.farm.started_monotonic)
             self._tokens = min(float(spec.burst), self._tokens + since * spec.rate)
@@ -440,18 +452,19 @@ class HostServer:
             )
         spec = self.spec
         delay = self._latency()
+        fast = delay if spec.fast_latency is None else spec.fast_latency
         if target.path in self._reset_paths or target.page_key in self._reset_paths:
             return Reply(0, "reset", reset=True)
         if target.path == "/robots.txt" or (
             spec.robots_mode == "redirect" and target.path.startswith("/robots/")
         ):
             reply = self._robots(target)
-            reply.delay += delay + spec.robots_delay
+            reply.delay += fast + spec.robots_delay
             return reply
         if target.path == "/sitemap.xml" and not target.query:
             if not spec.sitemap:
-                return Reply(404, "not_found", b"not found\n", "text/plain", delay=delay)
-            return Reply(200, "sitemap", self._sitemap(), "application/xml", page=None, delay=delay)
+                return Reply(404, "not_found", b"not found\n", "text/plain", delay=fast)
+            return Reply(200, "sitemap", self._sitemap(), "application/xml", page=None, delay=fast)
         redirect = self._redirects.get(target.path)
         if redirect is not None:
             location = self.farm.resolve_location(self, redirect.target)
@@ -460,12 +473,14 @@ class HostServer:
                 "redirect",
                 f'<a href="{location}">moved</a>\n'.encode(),
                 headers=[("Location", location)],
-                delay=delay,
+                delay=fast,
             )
         page = target.page_key
         body = self._page_body(page)
         if body is None:
-            return Reply(404, "not_found", b"not found\n", "text/plain", delay=delay)
+            return Reply(404, "not_found", b"not found\n", "text/plain", delay=fast)
+        if self._static_pages and self._page_index(page) in self._static_pages:
+            delay = fast
         if (
             target.path in self._hang_paths
             or page in self._hang_paths
@@ -586,6 +601,12 @@ class HostServer:
 
     # -- pages
 
+    @staticmethod
+    def _page_index(page: str) -> int | None:
+        """The i of a rendered page "/p/i" or "/p/i?query"; None for the root."""
+        number = page[3:].partition("?")[0] if page.startswith("/p/") else ""
+        return int(number) if number.isdigit() else None
+
     def _page_body(self, page: str) -> bytes | None:
         cached = self._cache.get(page)
         if cached is not None:
@@ -629,6 +650,7 @@ class HostServer:
         step = max(1, spec.pages // 10)
         hrefs = [f"/p/{i}" for i in range(0, spec.pages, step)]
         hrefs += [r.source for r in spec.redirects]
+        hrefs += [f"/missing/{i}" for i in range(spec.broken_links)]
         hrefs += [self.farm.hosts[name].url + "/" for name in spec.cross_links]
         return hrefs
 
@@ -694,13 +716,18 @@ class Farm:
         log_path: str | Path | None = None,
         *,
         keep_records: bool = True,
+        clock: str = "start",
     ) -> None:
         validate_farm(specs)
+        if clock not in CLOCKS:
+            raise SpecError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+        self.clock = clock
         self.specs = list(specs)
         self.hosts: dict[str, HostServer] = {spec.name: HostServer(spec, self) for spec in specs}
         self.log = RequestLog(log_path, keep_records)
         self.started = 0.0
         self.started_monotonic = 0.0
+        self._clock_started = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -719,10 +746,18 @@ class Farm:
             return host.url + target
         return target
 
+    def first_request_arrived(self) -> None:
+        """With the "first_request" clock, pauses, outages and buckets start now."""
+        if self.clock == "first_request" and not self._clock_started:
+            self._clock_started = True
+            self.started_monotonic = time.monotonic()
+
     async def start(self) -> None:
-        """Bind every host; the clock of pauses and token buckets starts here."""
+        """Bind every host; the clock of pauses, outages and token buckets starts here
+        (or at the first request, see ``CLOCKS``)."""
         self.started = time.time()
         self.started_monotonic = time.monotonic()
+        self._clock_started = self.clock == "start"
         taken = {ipaddress.ip_address(s.address) for s in self.specs if s.address is not None}
         next_address = FIRST_AUTO_ADDRESS
         try:

@@ -94,10 +94,18 @@ class HostSpec:
     soft_capacity: int | None = None
     """Above this many concurrent requests latency scales by in_flight / soft_capacity:
     the host's throughput stays at soft_capacity / latency, as a busy server's does."""
+    fast_latency: float | None = None
+    """Seconds before the headers of what a real site answers from memory or static
+    files while its pages are built: robots.txt, the sitemap, redirects, 404s and static
+    pages (no jitter, no soft-capacity slowdown). None: ``latency`` like every answer."""
+    static_share: float = 0.0
+    """Fraction of the pages /p/i (a seeded choice, the root never) that are static,
+    answered after ``fast_latency``: a host whose page latency depends on the path."""
 
-    # -- pushing back: pause_first is checked first, then the token bucket (a request it
-    # refuses takes no token), then capacity. They apply to every request, robots.txt
-    # included as a site's own limiter would, except that pause_first spares robots.txt.
+    # -- pushing back: pause_first is checked first, then the outage, then the token
+    # bucket (a request it refuses takes no token), then capacity. They apply to every
+    # request, robots.txt included as a site's own limiter would, except that pause_first
+    # and the outage spare robots.txt (the crawl's rules stay those it read first).
     capacity: int | None = None
     """Hard limit: a request arriving while this many are served gets 503 at once."""
     capacity_retry_after: RetryAfter = None
@@ -113,6 +121,13 @@ class HostSpec:
     gets 429."""
     pause_retry_after: RetryAfter = "auto"
     """Retry-After on those 429s ("auto": the remaining seconds, rounded up)."""
+    outage_start: float = 0.0
+    outage_seconds: float = 0.0
+    """From ``outage_start`` seconds after the farm starts serving, for this many seconds,
+    every request but robots.txt gets 503 at once ("outage" in the log); then the host is
+    healthy again."""
+    outage_retry_after: RetryAfter = None
+    """Retry-After on those 503s ("auto": the outage's remaining seconds, rounded up)."""
 
     # -- failures
     error_rate: float = 0.0
@@ -124,6 +139,8 @@ class HostSpec:
     hang_seconds: float = 0.0
     reset_paths: list[str] = field(default_factory=list)
     """Paths whose connection is reset (TCP RST) instead of answered."""
+    broken_links: int = 0
+    """The root also links /missing/0 .. /missing/{n-1}, which answer 404."""
 
     # -- redirects
     redirects: list[Redirect] = field(default_factory=list)
@@ -168,15 +185,22 @@ class HostSpec:
                     fail(f"address {self.address} is outside 127.0.0.0/8")
         if not 0 <= self.port <= 65535:
             fail(f"port {self.port} out of range")
-        for name in ("pages", "links_per_page", "query_pages", "page_bytes", "burst"):
+        for name in (
+            "pages", "links_per_page", "query_pages", "page_bytes", "burst", "broken_links",
+        ):  # fmt: skip
             if getattr(self, name) < 0:
                 fail(f"{name} must not be negative")
         if self.query_pages > self.pages:
             fail("query_pages must not exceed pages")
-        for name in ("latency", "jitter", "pause_first", "hang_seconds", "robots_delay"):
+        for name in (
+            "latency", "jitter", "pause_first", "hang_seconds", "robots_delay",
+            "outage_start", "outage_seconds",
+        ):  # fmt: skip
             if getattr(self, name) < 0:
                 fail(f"{name} must not be negative")
-        for name in ("error_rate", "hang_rate"):
+        if self.fast_latency is not None and self.fast_latency < 0:
+            fail("fast_latency must not be negative")
+        for name in ("error_rate", "hang_rate", "static_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 fail(f"{name} must be within [0, 1]")
         for name in ("capacity", "soft_capacity"):
@@ -241,6 +265,11 @@ class HostSpec:
         """Which pages also have a query variant (seeded, so both ends agree)."""
         rng = random.Random(f"{self.seed}/{self.name}/query")
         return sorted(rng.sample(range(self.pages), self.query_pages))
+
+    def static_page_indices(self) -> set[int]:
+        """Which pages are static (seeded, so both ends agree)."""
+        rng = random.Random(f"{self.seed}/{self.name}/static")
+        return set(rng.sample(range(self.pages), round(self.static_share * self.pages)))
 
     def redirect_sources(self) -> set[str]:
         return {r.source for r in self.redirects}
