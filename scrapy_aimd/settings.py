@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import idna
 
 from scrapy_aimd.core.controller import POSITIVE_FIELDS, ControllerConfig
+from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
 
 
 class SettingsLike(Protocol):
@@ -284,6 +285,9 @@ def _read_hosts(settings: SettingsLike) -> dict[str, dict[str, Any]]:
     return result
 
 
+#: Ports dropped from an AIMD_HOSTS key: a request URL's host key never has them.
+_WEB_DEFAULT_PORTS = frozenset(str(DEFAULT_PORTS[scheme]) for scheme in ("http", "https"))
+
 _HOST_KEY = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^\s/:@\[\]?#]+)(:\d+)?")
 
 
@@ -293,7 +297,7 @@ def _host_key(key: str) -> str:
     names in the IDNA form that request URLs carry."""
     name, port = _split_port(key.strip().lower())
     name = name.rstrip(".")
-    if port in ("80", "443"):
+    if port in _WEB_DEFAULT_PORTS:
         port = ""
     if not name.isascii():
         try:
@@ -304,11 +308,8 @@ def _host_key(key: str) -> str:
 
 
 def _split_port(host: str) -> tuple[str, str]:
-    if host.startswith("["):
-        name, _, rest = host.partition("]")
-        return name + "]", rest[1:] if rest.startswith(":") else ""
-    name, _, port = host.partition(":")
-    return name, port
+    """A host key's name and port ("" when it has none)."""
+    return split_host_port(host) or (host, "")
 
 
 def _suffixes(name: str) -> Iterator[str]:

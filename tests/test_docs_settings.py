@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from scrapy_aimd.core.canonical import CANONICAL_SETTINGS
+from scrapy_aimd.fingerprint import CANONICAL_SETTINGS
 from scrapy_aimd.settings import CONTROLLER_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,6 @@ CORE = [
     "scrapy_aimd.core.robots",
     "scrapy_aimd.events",
     "scrapy_aimd.summary",
-    "sitefarm",
     "scrapy_aimd.report",
 ]
 
