@@ -38,7 +38,7 @@ it found later is filtered as a duplicate. The protocol that keeps it:
    database by a moment: a request durable and not yet seen is safe (at worst
    fetched twice if a crash falls in that moment).
 6. A request that cannot be serialized (a callback that is not a method of the
-   spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots`) stays
+   spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots_middleware`) stays
    in memory, counted in ``aimd/jobdir/unserializable`` and logged: a crash
    loses it.
 
@@ -69,9 +69,8 @@ from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.core.robots import parse_rules
 from scrapy_aimd.dupefilter import AimdDupeFilter
-from scrapy_aimd.robots import ROBOTS_META
+from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_aimd.core.frontier import Frontier
-    from scrapy_aimd.robots import RobotsTxtMiddleware
+    from scrapy_aimd.robots_middleware import RobotsTxtMiddleware
 
 __all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
 
@@ -253,7 +252,6 @@ class Jobdir:
         #: Requests handed to the engine whose row waits for the engine to be done.
         self._handed: set[Request] = set()
         self._dirty_hosts: set[str] = set()
-        self._robots_bodies: dict[str, bytes] = {}
         self._robots_checked: set[str] = set()
         self._timer: Any = None
         self.failed = False
@@ -386,23 +384,12 @@ class Jobdir:
 
     # -- robots.txt ------------------------------------------------------------------
 
-    def robots_response(self, origin: str, body: bytes) -> None:
-        """Remember the body of an origin's robots.txt until its rules are settled."""
-        self._robots_bodies[origin] = body
-
     def save_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
         """Save what the robots middleware now knows of ``origin``."""
-        state = robots.book.state(origin)
-        body = self._robots_bodies.pop(origin, None)
-        if state.rules is not None and body is None:
-            return  # the rules came without a response seen here: fetched again on resume
-        saved: dict[str, Any] = {
-            "known": state.known,
-            "denied": state.denied,
-            "fetched_at": state.fetched_at - time.monotonic() + time.time(),
-        }
-        if state.rules is not None and body is not None:
-            saved["rules"] = body[: robots.book.config.max_bytes].decode("utf-8", "replace")
+        saved = robots.book.snapshot(origin)
+        if saved is None:
+            return  # rules without their text: fetched again on resume
+        saved["fetched_at"] += time.time() - self.clock()
         self.store.save_state(f"robots:{origin}", saved)
 
     def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
@@ -410,20 +397,11 @@ class Jobdir:
         if origin in self._robots_checked:
             return
         self._robots_checked.add(origin)
-        if origin in robots.book.origins:
-            return
         saved = self.store.load_state(f"robots:{origin}")
         if saved is None:
             return
         fetched_at = saved.get("fetched_at")
-        if not isinstance(fetched_at, (int, float)) or not math.isfinite(fetched_at):
-            return
-        state = robots.book.state(origin)
-        state.known = bool(saved.get("known"))
-        state.denied = bool(saved.get("denied"))
-        state.fetched_at = fetched_at - time.time() + time.monotonic()
-        rules = saved.get("rules")
-        if isinstance(rules, str):
-            state.rules = parse_rules(rules.encode("utf-8"), robots.book.config.max_bytes)
-            state.sitemaps = list(state.rules.sitemaps)
-        self.stats.inc_value("aimd/jobdir/robots_restored")
+        if isinstance(fetched_at, (int, float)):
+            saved["fetched_at"] = fetched_at - time.time() + self.clock()
+        if robots.book.restore(origin, saved, self.clock()):
+            self.stats.inc_value("aimd/jobdir/robots_restored")

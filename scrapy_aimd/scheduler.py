@@ -37,7 +37,7 @@ from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.jobdir import Jobdir
 from scrapy_aimd.request_hosts import request_host, request_origin
-from scrapy_aimd.robots import ROBOTS_META, RobotsTxtMiddleware, is_exempt
+from scrapy_aimd.robots_middleware import RobotsTxtMiddleware, is_exempt
 from scrapy_aimd.settings import HostConfigs, controller_configs
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
@@ -132,7 +132,7 @@ class AimdScheduler:
         self._check_downloader_settings()
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if self.robots is not None:
-            self.robots.attach(self)
+            self.robots.attach(self, self.clock)
         if self.shutdown_grace is not None:
             self.shutdown = ShutdownGrace(
                 self.crawler, self.shutdown_grace, resumable=self.jobdir is not None
@@ -317,8 +317,6 @@ class AimdScheduler:
         downloaded: bool = True,
         **_: Any,
     ) -> None:
-        if self.jobdir is not None and response is not None and ROBOTS_META in request.meta:
-            self.jobdir.robots_response(request.meta[ROBOTS_META], response.body)
         entry = self.in_flight.pop(request, None)
         if entry is None:  # not handed out by us (engine.download, robots.txt ...)
             return
