@@ -19,6 +19,8 @@ from scrapy.settings import SETTINGS_PRIORITIES
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from scrapy_aimd.core.controller import ControllerConfig
+
 logger = logging.getLogger(__name__)
 
 MIDDLEWARE = "scrapy_aimd.feedback_middleware.AimdDownloaderMiddleware"
@@ -85,3 +87,24 @@ class Addon:
 
         if changes:
             logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))
+
+
+def warn_about_downloader_throttling(settings: BaseSettings, default: ControllerConfig) -> None:
+    """Warn, when the crawl opens, about what would throttle in the downloader
+    and fight the controller (set after the add-on ran, or without it)."""
+    if settings.getfloat("DOWNLOAD_DELAY") > 0:
+        logger.warning(
+            "DOWNLOAD_DELAY=%s also delays every request in the downloader; "
+            "use AIMD_MIN_DELAY instead (the scrapy_aimd.Addon does this for you)",
+            settings.get("DOWNLOAD_DELAY"),
+        )
+    per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+    if per_domain < default.max_concurrency:
+        logger.warning(
+            "CONCURRENT_REQUESTS_PER_DOMAIN=%d is below AIMD_MAX_CONCURRENCY=%d: "
+            "the downloader would queue what the scheduler lets start",
+            per_domain,
+            default.max_concurrency,
+        )
+    if settings.getbool("AUTOTHROTTLE_ENABLED"):
+        logger.warning("AutoThrottle is enabled and will fight scrapy-aimd; disable it")

@@ -3,11 +3,14 @@
 It sits next to the downloader (priority 950), so it sees raw responses and
 exceptions before RetryMiddleware (550) and RedirectMiddleware (600) act on
 them. For every request it sees come back it sends
-``scrapy_aimd.signals.response_feedback``; the scheduler listens and updates the
-host's controller. A throttled request (a throttle status or a timeout) goes
-back to the scheduler, which holds it until its host is ready again, up to
+``scrapy_aimd.signals.response_feedback``; the scheduler listens, updates the
+host's controller and leaves the controller's :class:`Reaction` in the crawl's
+in-flight registry. When that reaction says the host refused the request (a
+throttle status) or pushed back by timing out, the request goes back to the
+scheduler, which holds it until its host is ready again, up to
 ``AIMD_THROTTLE_RETRIES`` times, without using up ``RETRY_TIMES``: a 429 is a
-host asking for later, not a failed page.
+host asking for later, not a failed page. This middleware decides nothing
+about the host itself.
 """
 
 from __future__ import annotations
@@ -15,21 +18,22 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import signals
 from scrapy_aimd.core.retry_after import parse_retry_after
-from scrapy_aimd.request_hosts import request_host
-from scrapy_aimd.settings import controller_configs, read_int
+from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.settings import read_int
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from typing_extensions import Self
+
+    from scrapy_aimd.core.controller import Reaction
 
 logger = logging.getLogger(__name__)
 
@@ -41,28 +45,28 @@ class AimdDownloaderMiddleware:
     """Measures fetch latency, reads status and Retry-After, sends the feedback."""
 
     def __init__(self, crawler: Crawler) -> None:
+        parts = crawl_parts(crawler)
         self.crawler = crawler
         self.stats = crawler.stats
-        self.configs = controller_configs(crawler.settings)
+        self.configs = parts.configs
+        self.flights = parts.flights
+        self.clock = parts.clock
         self.max_throttle_retries = read_int(
             crawler.settings, "AIMD_THROTTLE_RETRIES", 10, minimum=0
         )
-        #: Requests that passed this middleware towards the network, and when.
-        self._sent: WeakKeyDictionary[Request, float] = WeakKeyDictionary()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
-        self._sent[request] = time.monotonic()
+        self.flights.open(request).sent_at = self.clock()
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
-        sent_at = self._sent.pop(request, None)
+        sent_at = self._sent_at(request)
         status = response.status
-        throttle_codes = self.configs.for_host(request_host(request)).throttle_codes
         retry_after = None
-        if status in throttle_codes:
+        if status in self.configs.for_host(request_host(request)).throttle_codes:
             retry_after = self._retry_after(request, response)
         self._send(
             request,
@@ -72,12 +76,13 @@ class AimdDownloaderMiddleware:
             retry_after=retry_after,
             downloaded=sent_at is not None,
         )
-        if sent_at is not None and status in throttle_codes:
+        reaction = self._reaction(request)
+        if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
-        sent_at = self._sent.pop(request, None)
+        sent_at = self._sent_at(request)
         timeout = isinstance(exception, TIMEOUT_ERRORS)
         self._send(
             request,
@@ -85,9 +90,26 @@ class AimdDownloaderMiddleware:
             timeout=timeout,
             downloaded=sent_at is not None,
         )
-        if sent_at is not None and timeout:
+        reaction = self._reaction(request)
+        # A timeout has no response to refuse with: it is queued again when the
+        # controller read it as the host pushing back.
+        if sent_at is not None and timeout and reaction is not None and reaction.throttled:
             return self._requeue(request, "timeout")
         return None
+
+    def _sent_at(self, request: Request) -> float | None:
+        flight = self.flights.get(request)
+        return None if flight is None else flight.sent_at
+
+    def _reaction(self, request: Request) -> Reaction | None:
+        """What the controller made of this answer (None: not ours to judge), and
+        the request's entry is let go of."""
+        flight = self.flights.get(request)
+        if flight is None:
+            return None
+        reaction, flight.reaction, flight.sent_at = flight.reaction, None, None
+        self.flights.settle(request)
+        return reaction
 
     def _send(self, request: Request, **feedback: Any) -> None:
         feedback.setdefault("response", None)
@@ -100,13 +122,12 @@ class AimdDownloaderMiddleware:
             signal=signals.response_feedback, request=request, **feedback
         )
 
-    @staticmethod
-    def _latency(request: Request, sent_at: float | None) -> float | None:
+    def _latency(self, request: Request, sent_at: float | None) -> float | None:
         """Fetch latency: Scrapy's ``download_latency`` (send to headers) when it is
         this attempt's, else the time since this middleware let the request pass."""
         if sent_at is None:
             return None
-        elapsed = time.monotonic() - sent_at
+        elapsed = self.clock() - sent_at
         latency = request.meta.get("download_latency")
         if isinstance(latency, (int, float)) and 0 <= latency <= elapsed + 0.01:
             return float(latency)

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_aimd.core.frontier import Frontier
+    from scrapy_aimd.inflight import InFlight
     from scrapy_aimd.robots_middleware import RobotsTxtMiddleware
 
 __all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
@@ -223,6 +224,7 @@ class Jobdir:
         crawler: Crawler,
         spider: Spider,
         dupefilter: BaseDupeFilter,
+        flights: InFlight[Request],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -247,10 +249,10 @@ class Jobdir:
             stamp={"spider": spider.name},
         )
         self.frontier: Frontier[Request] | None = None
-        #: A request for which this returns True is never done (a cancelled download).
-        self.keep_if: Callable[[Request], bool] = lambda request: False
-        #: Requests handed to the engine whose row waits for the engine to be done.
-        self._handed: set[Request] = set()
+        #: The crawl's requests in flight: those handed to the engine are marked
+        #: ``stored`` there while their row waits for the engine to be done; one
+        #: whose download ``AIMD_SHUTDOWN_GRACE`` cancelled is never done.
+        self.flights = flights
         self._dirty_hosts: set[str] = set()
         self._robots_checked: set[str] = set()
         self._timer: Any = None
@@ -277,14 +279,10 @@ class Jobdir:
 
     # -- requests ----------------------------------------------------------------
 
-    def handed_out(self, request: Request) -> None:
-        """``next_request()`` returns this request: its row goes once the engine is done."""
-        self._handed.add(request)
-
     def engine_finished_some(self) -> bool:
         """True when a request handed out may be done (cheap: one length check)."""
         in_progress = requests_in_progress(self.crawler)
-        return in_progress is not None and len(in_progress) < len(self._handed)
+        return in_progress is not None and len(in_progress) < self.flights.stored
 
     def wrote(self) -> None:
         """After a write: a checkpoint when the transaction has grown large."""
@@ -325,15 +323,16 @@ class Jobdir:
             self.stats.set_value("aimd/jobdir/undecodable", self.store.undecodable)
 
     def _forget_done(self) -> None:
-        if not self._handed or self.frontier is None:
+        if not self.flights.stored or self.frontier is None:
             return
         in_progress = requests_in_progress(self.crawler)
         if in_progress is None:
             return
-        done = [request for request in self._handed if request not in in_progress]
+        done = [r for r in self.flights.stored_requests() if r not in in_progress]
         for request in done:
-            self._handed.discard(request)
-            if not self.keep_if(request):
+            cancelled = self.flights.cancelled(request)
+            self.flights.unstore(request)
+            if not cancelled:
                 self.frontier.done(request)
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from scrapy_aimd.core.robots import (
     RobotsOutcome,
     Verdict,
 )
-from scrapy_aimd.request_hosts import request_origin
+from scrapy_aimd.crawl import request_origin
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
 if TYPE_CHECKING:
@@ -70,9 +70,12 @@ def crawl_delay_floor(crawl_delay: float) -> float:
 class RobotsListener(Protocol):
     """What the scheduler does with robots.txt news."""
 
-    def robots_settled(self, origin: str) -> None: ...
+    def robots_settled(self, origin: str, released: int) -> None:
+        """``origin``'s rules are known; ``released`` requests held for them were
+        handed back."""
 
-    def set_crawl_delay(self, host: str, seconds: float) -> None: ...
+    def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
+        """robots.txt asks for ``crawl_delay``; the host's gap keeps to ``floor``."""
 
 
 def is_exempt(request: Request) -> bool:
@@ -104,7 +107,10 @@ class RobotsTxtMiddleware:
         self.robots_user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT") or None
         self.default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self.listener: RobotsListener | None = None
-        self._waiters: dict[str, list[Deferred[None]]] = {}
+        #: Requests waiting for their origin's rules, with what to do once they are known.
+        self._held: dict[str, list[tuple[Request, Callable[[Request], None]]]] = {}
+        #: How many requests wait in ``_held``.
+        self.held = 0
         self._crawl_delays: dict[str, float] = {}
 
     @classmethod
@@ -119,6 +125,12 @@ class RobotsTxtMiddleware:
         self.listener = listener
         self.clock = clock
 
+    def hold(self, request: Request, resume: Callable[[Request], None]) -> None:
+        """Keep ``request`` until its origin's rules are known, then call ``resume``
+        with it: the one place where requests wait for robots.txt."""
+        self._held.setdefault(request_origin(request), []).append((request, resume))
+        self.held += 1
+
     def verdict(self, request: Request) -> Verdict:
         """Allow, deny, or wait (a fetch of the origin's robots.txt is started)."""
         if is_exempt(request):
@@ -132,10 +144,9 @@ class RobotsTxtMiddleware:
 
     async def process_request(self, request: Request) -> None:
         verdict = self.verdict(request)
-        if verdict is Verdict.WAIT:
-            origin = request_origin(request)
+        if verdict is Verdict.WAIT:  # without AimdScheduler, which holds them itself
             waiter: Deferred[None] = Deferred()
-            self._waiters.setdefault(origin, []).append(waiter)
+            self.hold(request, lambda _: waiter.callback(None))
             await maybe_deferred_to_future(waiter)
             verdict = self.verdict(request)
         if verdict is Verdict.DENY:
@@ -230,7 +241,7 @@ class RobotsTxtMiddleware:
         delay = max(result.crawl_delay, self._crawl_delays.get(host, 0.0))
         self._crawl_delays[host] = delay
         if self.listener is not None:
-            self.listener.set_crawl_delay(host, crawl_delay_floor(delay))
+            self.listener.set_crawl_delay(host, delay, crawl_delay_floor(delay))
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:
@@ -254,10 +265,12 @@ class RobotsTxtMiddleware:
             self._fetch(origin)
 
     def _settled(self, origin: str, result: FetchResult) -> None:
+        held = self._held.pop(origin, [])
+        self.held -= len(held)
+        for request, resume in held:
+            resume(request)
         if self.listener is not None:
-            self.listener.robots_settled(origin)
-        for waiter in self._waiters.pop(origin, []):
-            waiter.callback(None)
+            self.listener.robots_settled(origin, len(held))
         if self.sitemaps and result.outcome is RobotsOutcome.RULES:
             self._queue_sitemaps(origin)
 
