@@ -273,7 +273,9 @@ class Frontier(Generic[T]):
         """A response came back; ``page`` is False for one that is not a page
         (robots.txt), whose latency must not set the host's baseline."""
         state = self._host(host)
-        # TODO: pass page=page once HostController.finish takes it (issue 10).
+        # TODO(issue 10): once HostController.finish takes ``page``, call it as
+        #   state.controller.finish(ticket, now, status=status, latency=latency,
+        #                           retry_after=retry_after, page=page)
         reaction = state.controller.finish(
             ticket, now, status=status, latency=latency, retry_after=retry_after
         )
