@@ -751,12 +751,3 @@ def test_canonical_module_does_not_import_scrapy() -> None:
         "assert 'scrapy' not in sys.modules and 'twisted' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_canonical_module_loads_neither_settings_nor_the_controller() -> None:
-    code = (
-        "import sys, scrapy_aimd.core.canonical\n"
-        "loaded = {'scrapy_aimd.settings', 'scrapy_aimd.core.controller'} & set(sys.modules)\n"
-        "assert not loaded, loaded\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)

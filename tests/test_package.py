@@ -40,11 +40,17 @@ def test_pure_modules_import_neither_scrapy_nor_twisted() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+#: Besides Scrapy and Twisted, what a core module must not load: the canonicalizer
+#: knows no settings, and so no controller (fingerprints need no controller).
+NOT_LOADED = {"scrapy_aimd.core.canonical": ("scrapy_aimd.settings", "scrapy_aimd.core.controller")}
+
+
 def test_each_core_module_alone_imports_neither_scrapy_nor_twisted() -> None:
     for name in CORE:
+        forbidden = ("scrapy", "twisted", *NOT_LOADED.get(name, ()))
         code = (
             f"import sys, {name}\n"
-            "loaded = [m for m in ('scrapy', 'twisted') if m in sys.modules]\n"
+            f"loaded = [m for m in {forbidden!r} if m in sys.modules]\n"
             f"assert not loaded, ({name!r}, loaded)\n"
         )
         subprocess.run([sys.executable, "-c", code], check=True)
