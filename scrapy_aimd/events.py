@@ -39,6 +39,17 @@ HOST_EVENTS: Final = frozenset(EVENTS) - {"open", "close"}
 logger = logging.getLogger(__name__)
 
 
+def event_record(
+    t0: float, event: str, now: float, host: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """One line of the events file as a dict: ``t`` is ``now`` on the file's time."""
+    record: dict[str, Any] = {"t": round(now - t0, 4), "event": event}
+    if host is not None:
+        record["host"] = host
+    record.update(fields)
+    return record
+
+
 class EventLog:
     """Appends events as JSON lines; the clock is the caller's monotonic clock."""
 
@@ -50,21 +61,11 @@ class EventLog:
         self._last_flush = now
         self._write({"event": "open", "t": 0.0, "wall": time.time(), **header})
 
-    def record(
-        self, event: str, now: float, host: str | None = None, **fields: Any
-    ) -> dict[str, Any]:
-        """The line an event would be, as a dict (``t`` on this file's time)."""
-        record: dict[str, Any] = {"t": round(now - self.t0, 4), "event": event}
-        if host is not None:
-            record["host"] = host
-        record.update(fields)
-        return record
-
     def emit(self, event: str, now: float, host: str | None = None, **fields: Any) -> None:
-        self.write(self.record(event, now, host, **fields), now)
+        self.write(event_record(self.t0, event, now, host, **fields), now)
 
     def write(self, record: Mapping[str, Any], now: float) -> None:
-        """Append a record made by :meth:`record`."""
+        """Append a record made by :func:`event_record` on this file's ``t0``."""
         self._write(record)
         if now - self._last_flush >= FLUSH_EVERY and self._file is not None:
             self._last_flush = now

@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy_aimd import signals
-from scrapy_aimd.events import EventLog
+from scrapy_aimd.events import EventLog, event_record
 from scrapy_aimd.host_totals import HostTotals
 from scrapy_aimd.summary import format_summary
 
@@ -164,8 +164,7 @@ class Reporter:
         self._event("pause", now, host, seconds=round(seconds, 3), until=round(until - self.t0, 3))
 
     def _event(self, event: str, now: float, host: str, **fields: Any) -> None:
-        record: dict[str, Any] = {"t": round(now - self.t0, 4), "event": event, "host": host}
-        record.update(fields)
+        record = event_record(self.t0, event, now, host, **fields)
         totals = self.totals.get(host)
         if totals is None:
             totals = self.totals[host] = HostTotals()
