@@ -352,14 +352,21 @@ class Jobdir:
     def _save_hosts(self) -> None:
         if not self._dirty_hosts or self.frontier is None:
             return
-        offset = time.time() - self.clock()
         for host in self._dirty_hosts:
             state = self.frontier.controller(host).state()
             until = state.get("paused_until")
             if until is not None:
-                state["paused_until"] = until + offset
+                state["paused_until"] = self._wall(until)
             self.store.save_state(f"host:{host}", {"controller": state, "saved": time.time()})
         self._dirty_hosts.clear()
+
+    def _wall(self, t: float) -> float:
+        """A time on the crawl's clock as POSIX time: how it is saved for a later run."""
+        return t + time.time() - self.clock()
+
+    def _from_wall(self, t: float) -> float:
+        """A saved POSIX time on this run's clock."""
+        return t - time.time() + self.clock()
 
     def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
         """The host's controller as a previous run left it, or None."""
@@ -372,7 +379,7 @@ class Jobdir:
             return None
         until = state.get("paused_until")
         if isinstance(until, (int, float)) and math.isfinite(until):
-            state["paused_until"] = until - time.time() + self.clock()
+            state["paused_until"] = self._from_wall(until)
         try:
             controller = HostController.from_state(cfg, state)
         except ValueError as exc:
@@ -388,7 +395,7 @@ class Jobdir:
         saved = robots.book.snapshot(origin)
         if saved is None:
             return  # rules without their text: fetched again on resume
-        saved["fetched_at"] += time.time() - self.clock()
+        saved["fetched_at"] = self._wall(saved["fetched_at"])
         self.store.save_state(f"robots:{origin}", saved)
 
     def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
@@ -401,6 +408,6 @@ class Jobdir:
             return
         fetched_at = saved.get("fetched_at")
         if isinstance(fetched_at, (int, float)):
-            saved["fetched_at"] = fetched_at - time.time() + self.clock()
+            saved["fetched_at"] = self._from_wall(fetched_at)
         if robots.book.restore(origin, saved, self.clock()):
             self.stats.inc_value("aimd/jobdir/robots_restored")
