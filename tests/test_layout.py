@@ -4,16 +4,13 @@ core, and no module reads another's private attributes (but ``_compat``)."""
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools import import_graph
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import import_graph  # noqa: E402
-
 PACKAGE = ROOT / "scrapy_aimd"
 
 
