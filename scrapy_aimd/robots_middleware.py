@@ -3,11 +3,12 @@
 Scrapy's own middleware parses the body of any status (a 503 page counts as
 rules), allows everything when the file cannot be fetched, caches it for ever
 and ignores Crawl-delay. This one asks ``scrapy_aimd.core.robots.RobotsBook``
-what each outcome means. With ``AimdScheduler``, an origin's requests wait in
-the scheduler until its rules are known (other origins go on), the robots.txt
+what each outcome means. Requests whose origin's rules are not known yet wait
+in one place, :meth:`RobotsTxtMiddleware.hold`: with ``AimdScheduler`` they
+wait there before they reach the frontier (other origins go on), the robots.txt
 request goes through the host's controller like any other request, and the
-Crawl-delay becomes the floor of the host's gap before its first page starts.
-Alone, the middleware holds each request until its origin's rules are known.
+Crawl-delay becomes the floor of the host's gap before its first page starts;
+alone, the middleware holds each request there on its way to the downloader.
 """
 
 from __future__ import annotations
