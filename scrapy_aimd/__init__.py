@@ -15,10 +15,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "Addon": "scrapy_aimd.addon",
     "AimdScheduler": "scrapy_aimd.scheduler",
-    "AimdDownloaderMiddleware": "scrapy_aimd.middleware",
+    "AimdDownloaderMiddleware": "scrapy_aimd.feedback_middleware",
     "AimdRequestFingerprinter": "scrapy_aimd.fingerprint",
     "AimdDupeFilter": "scrapy_aimd.dupefilter",
-    "RobotsTxtMiddleware": "scrapy_aimd.robots",
+    "RobotsTxtMiddleware": "scrapy_aimd.robots_middleware",
 }
 
 __all__ = ["__version__", *_LAZY]

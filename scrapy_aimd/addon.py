@@ -19,11 +19,19 @@ from scrapy.settings import SETTINGS_PRIORITIES
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
+    from scrapy_aimd.core.controller import ControllerConfig
+
 logger = logging.getLogger(__name__)
 
-MIDDLEWARE = "scrapy_aimd.middleware.AimdDownloaderMiddleware"
+MIDDLEWARE = "scrapy_aimd.feedback_middleware.AimdDownloaderMiddleware"
 MIDDLEWARE_PRIORITY = 950
-ROBOTS_MIDDLEWARE = "scrapy_aimd.robots.RobotsTxtMiddleware"
+ROBOTS_MIDDLEWARE = "scrapy_aimd.robots_middleware.RobotsTxtMiddleware"
+#: The paths under which the docs once named the middlewares: a project that
+#: lists one of them already has that middleware.
+OLD_PATHS = {
+    MIDDLEWARE: "scrapy_aimd.middleware.AimdDownloaderMiddleware",
+    ROBOTS_MIDDLEWARE: "scrapy_aimd.robots.RobotsTxtMiddleware",
+}
 SCRAPY_ROBOTS_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 COMPONENTS = {
     "SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler",
@@ -55,10 +63,11 @@ class Addon:
         for name, path in COMPONENTS.items():
             force(name, path)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-        if MIDDLEWARE not in middlewares:
+        if MIDDLEWARE not in middlewares and OLD_PATHS[MIDDLEWARE] not in middlewares:
             middlewares[MIDDLEWARE] = MIDDLEWARE_PRIORITY
             changes.append(f"DOWNLOADER_MIDDLEWARES += {MIDDLEWARE}: {MIDDLEWARE_PRIORITY}")
-        if settings.getbool("ROBOTSTXT_OBEY") and middlewares.get(ROBOTS_MIDDLEWARE) is None:
+        robots = (middlewares.get(p) for p in (ROBOTS_MIDDLEWARE, OLD_PATHS[ROBOTS_MIDDLEWARE]))
+        if settings.getbool("ROBOTSTXT_OBEY") and all(priority is None for priority in robots):
             middlewares.update({SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100})
             changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
         force("DOWNLOADER_MIDDLEWARES", middlewares, log=False)
@@ -78,3 +87,24 @@ class Addon:
 
         if changes:
             logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))
+
+
+def warn_about_downloader_throttling(settings: BaseSettings, default: ControllerConfig) -> None:
+    """Warn, when the crawl opens, about what would throttle in the downloader
+    and fight the controller (set after the add-on ran, or without it)."""
+    if settings.getfloat("DOWNLOAD_DELAY") > 0:
+        logger.warning(
+            "DOWNLOAD_DELAY=%s also delays every request in the downloader; "
+            "use AIMD_MIN_DELAY instead (the scrapy_aimd.Addon does this for you)",
+            settings.get("DOWNLOAD_DELAY"),
+        )
+    per_domain = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+    if per_domain < default.max_concurrency:
+        logger.warning(
+            "CONCURRENT_REQUESTS_PER_DOMAIN=%d is below AIMD_MAX_CONCURRENCY=%d: "
+            "the downloader would queue what the scheduler lets start",
+            per_domain,
+            default.max_concurrency,
+        )
+    if settings.getbool("AUTOTHROTTLE_ENABLED"):
+        logger.warning("AutoThrottle is enabled and will fight scrapy-aimd; disable it")

@@ -2,11 +2,10 @@
 
 The first line is ``{"event": "open", "t": 0, "wall": <POSIX time>, ...}``;
 every later line has ``t`` (seconds since open), ``event`` and, for host
-events, ``host``. Events: ``start`` (in_flight), ``response`` (status,
-latency), ``fail`` (error, timeout), ``throttle`` (reason, delay, limit),
-``pause`` (seconds, until), ``resume``, ``change`` (delay, limit) and a last
-``close`` line with the per-host summary. Lines are buffered and flushed about
-once a second, so a killed crawl loses at most the last second.
+events, ``host``. :data:`EVENTS` is the schema: each event's name and its
+fields (docs/signals.rst shows the same table). A reader ignores fields and
+events it does not know. Lines are buffered and flushed about once a second,
+so a killed crawl loses at most the last second.
 """
 
 from __future__ import annotations
@@ -15,13 +14,40 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 FLUSH_EVERY = 1.0
 
+#: Every event: its name and the fields that it carries besides ``t``, ``event``
+#: and (for host events) ``host``.
+EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "open": ("wall", "spider"),
+    "start": ("in_flight",),
+    "response": ("status", "latency"),
+    "fail": ("error", "timeout"),
+    "throttle": ("reason", "delay", "limit", "decreased"),
+    "pause": ("seconds", "until"),
+    "resume": (),
+    "change": ("delay", "limit", "crawl_delay"),
+    "close": ("reason", "hosts"),
+}
+#: The events about one host (they carry ``host``).
+HOST_EVENTS: Final = frozenset(EVENTS) - {"open", "close"}
+
 logger = logging.getLogger(__name__)
+
+
+def event_record(
+    t0: float, event: str, now: float, host: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    """One line of the events file as a dict: ``t`` is ``now`` on the file's time."""
+    record: dict[str, Any] = {"t": round(now - t0, 4), "event": event}
+    if host is not None:
+        record["host"] = host
+    record.update(fields)
+    return record
 
 
 class EventLog:
@@ -36,10 +62,10 @@ class EventLog:
         self._write({"event": "open", "t": 0.0, "wall": time.time(), **header})
 
     def emit(self, event: str, now: float, host: str | None = None, **fields: Any) -> None:
-        record: dict[str, Any] = {"t": round(now - self.t0, 4), "event": event}
-        if host is not None:
-            record["host"] = host
-        record.update(fields)
+        self.write(event_record(self.t0, event, now, host, **fields), now)
+
+    def write(self, record: Mapping[str, Any], now: float) -> None:
+        """Append a record made by :func:`event_record` on this file's ``t0``."""
         self._write(record)
         if now - self._last_flush >= FLUSH_EVERY and self._file is not None:
             self._last_flush = now
@@ -53,7 +79,7 @@ class EventLog:
             self._guard(self._file.close)
         self._file = None
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: Mapping[str, Any]) -> None:
         if self._file is not None:
             line = json.dumps(record, separators=(",", ":")) + "\n"
             self._guard(lambda: self._file.write(line) if self._file else None)

@@ -17,7 +17,8 @@ from hashlib import blake2b
 from typing import TYPE_CHECKING, Final
 from weakref import WeakKeyDictionary
 
-from scrapy_aimd.core.canonical import Canonicalizer
+from scrapy_aimd.core.canonical import FRAGMENT_CHOICES, TRAILING_SLASH_CHOICES, Canonicalizer
+from scrapy_aimd.settings import AimdSettingsError, SettingsLike, read_choice, read_str_list
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 __all__ = [
+    "CANONICAL_SETTINGS",
     "FINGERPRINT_VERSION",
     "AimdRequestFingerprinter",
+    "canonicalizer_from_settings",
     "request_key_function",
     "rules_id_of",
 ]
@@ -35,12 +38,47 @@ __all__ = [
 #: Bumped whenever what goes into the digest changes.
 FINGERPRINT_VERSION: Final = 1
 
+#: The settings that :func:`canonicalizer_from_settings` reads.
+CANONICAL_SETTINGS: Final = (
+    "AIMD_CANONICAL_TRAILING_SLASH",
+    "AIMD_CANONICAL_FRAGMENTS",
+    "AIMD_STRIP_PARAMS",
+    "AIMD_KEEP_PARAMS",
+)
+
+
+def canonicalizer_from_settings(settings: SettingsLike) -> Canonicalizer:
+    """Read ``CANONICAL_SETTINGS``; an invalid value raises
+    :class:`AimdSettingsError` naming the setting. (Here, not in the core: the
+    canonicalizer itself knows nothing of settings.)"""
+    trailing_slash = read_choice(
+        settings, "AIMD_CANONICAL_TRAILING_SLASH", "strip", TRAILING_SLASH_CHOICES
+    )
+    fragments = read_choice(settings, "AIMD_CANONICAL_FRAGMENTS", "drop", FRAGMENT_CHOICES)
+    return Canonicalizer(
+        trailing_slash=trailing_slash,
+        fragments=fragments,
+        strip_params=_read_param_patterns(settings, "AIMD_STRIP_PARAMS"),
+        keep_params=_read_param_patterns(settings, "AIMD_KEEP_PARAMS"),
+    )
+
+
+def _read_param_patterns(settings: SettingsLike, name: str) -> tuple[str, ...]:
+    patterns = read_str_list(settings, name)
+    for pattern in patterns:
+        body = pattern.strip().removesuffix("*")
+        if not body or any(c in body for c in "&=#*"):
+            raise AimdSettingsError(
+                name, list(patterns), 'query parameter names, or prefixes written "name_*"'
+            )
+    return patterns
+
 
 class AimdRequestFingerprinter:
     """An 8-byte BLAKE2b digest of method, canonical URL and body.
 
     The canonicalizer comes from the crawler's settings (see
-    :meth:`Canonicalizer.from_settings`), or is given directly.
+    :func:`canonicalizer_from_settings`), or is given directly.
     """
 
     def __init__(
@@ -48,7 +86,7 @@ class AimdRequestFingerprinter:
     ) -> None:
         if canonicalizer is None:
             canonicalizer = (
-                Canonicalizer.from_settings(crawler.settings) if crawler else Canonicalizer()
+                canonicalizer_from_settings(crawler.settings) if crawler else Canonicalizer()
             )
         self.canonicalizer = canonicalizer
         self._canonicalize = canonicalizer.canonicalize

@@ -38,7 +38,7 @@ it found later is filtered as a duplicate. The protocol that keeps it:
    database by a moment: a request durable and not yet seen is safe (at worst
    fetched twice if a crash falls in that moment).
 6. A request that cannot be serialized (a callback that is not a method of the
-   spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots`) stays
+   spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots_middleware`) stays
    in memory, counted in ``aimd/jobdir/unserializable`` and logged: a crash
    loses it.
 
@@ -69,9 +69,8 @@ from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.core.robots import parse_rules
 from scrapy_aimd.dupefilter import AimdDupeFilter
-from scrapy_aimd.robots import ROBOTS_META
+from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
@@ -83,7 +82,8 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_aimd.core.frontier import Frontier
-    from scrapy_aimd.robots import RobotsTxtMiddleware
+    from scrapy_aimd.inflight import InFlight
+    from scrapy_aimd.robots_middleware import RobotsTxtMiddleware
 
 __all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
 
@@ -224,6 +224,7 @@ class Jobdir:
         crawler: Crawler,
         spider: Spider,
         dupefilter: BaseDupeFilter,
+        flights: InFlight[Request],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -248,12 +249,11 @@ class Jobdir:
             stamp={"spider": spider.name},
         )
         self.frontier: Frontier[Request] | None = None
-        #: A request for which this returns True is never done (a cancelled download).
-        self.keep_if: Callable[[Request], bool] = lambda request: False
-        #: Requests handed to the engine whose row waits for the engine to be done.
-        self._handed: set[Request] = set()
+        #: The crawl's requests in flight: those handed to the engine are marked
+        #: ``stored`` there while their row waits for the engine to be done; one
+        #: whose download ``AIMD_SHUTDOWN_GRACE`` cancelled is never done.
+        self.flights = flights
         self._dirty_hosts: set[str] = set()
-        self._robots_bodies: dict[str, bytes] = {}
         self._robots_checked: set[str] = set()
         self._timer: Any = None
         self.failed = False
@@ -279,14 +279,10 @@ class Jobdir:
 
     # -- requests ----------------------------------------------------------------
 
-    def handed_out(self, request: Request) -> None:
-        """``next_request()`` returns this request: its row goes once the engine is done."""
-        self._handed.add(request)
-
     def engine_finished_some(self) -> bool:
         """True when a request handed out may be done (cheap: one length check)."""
         in_progress = requests_in_progress(self.crawler)
-        return in_progress is not None and len(in_progress) < len(self._handed)
+        return in_progress is not None and len(in_progress) < self.flights.stored
 
     def wrote(self) -> None:
         """After a write: a checkpoint when the transaction has grown large."""
@@ -327,15 +323,16 @@ class Jobdir:
             self.stats.set_value("aimd/jobdir/undecodable", self.store.undecodable)
 
     def _forget_done(self) -> None:
-        if not self._handed or self.frontier is None:
+        if not self.flights.stored or self.frontier is None:
             return
         in_progress = requests_in_progress(self.crawler)
         if in_progress is None:
             return
-        done = [request for request in self._handed if request not in in_progress]
+        done = [r for r in self.flights.stored_requests() if r not in in_progress]
         for request in done:
-            self._handed.discard(request)
-            if not self.keep_if(request):
+            cancelled = self.flights.cancelled(request)
+            self.flights.unstore(request)
+            if not cancelled:
                 self.frontier.done(request)
 
     def close(self) -> None:
@@ -355,14 +352,21 @@ class Jobdir:
     def _save_hosts(self) -> None:
         if not self._dirty_hosts or self.frontier is None:
             return
-        offset = time.time() - self.clock()
         for host in self._dirty_hosts:
             state = self.frontier.controller(host).state()
             until = state.get("paused_until")
             if until is not None:
-                state["paused_until"] = until + offset
+                state["paused_until"] = self._wall(until)
             self.store.save_state(f"host:{host}", {"controller": state, "saved": time.time()})
         self._dirty_hosts.clear()
+
+    def _wall(self, t: float) -> float:
+        """A time on the crawl's clock as POSIX time: how it is saved for a later run."""
+        return t + time.time() - self.clock()
+
+    def _from_wall(self, t: float) -> float:
+        """A saved POSIX time on this run's clock."""
+        return t - time.time() + self.clock()
 
     def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
         """The host's controller as a previous run left it, or None."""
@@ -375,7 +379,7 @@ class Jobdir:
             return None
         until = state.get("paused_until")
         if isinstance(until, (int, float)) and math.isfinite(until):
-            state["paused_until"] = until - time.time() + self.clock()
+            state["paused_until"] = self._from_wall(until)
         try:
             controller = HostController.from_state(cfg, state)
         except ValueError as exc:
@@ -386,23 +390,12 @@ class Jobdir:
 
     # -- robots.txt ------------------------------------------------------------------
 
-    def robots_response(self, origin: str, body: bytes) -> None:
-        """Remember the body of an origin's robots.txt until its rules are settled."""
-        self._robots_bodies[origin] = body
-
     def save_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
         """Save what the robots middleware now knows of ``origin``."""
-        state = robots.book.state(origin)
-        body = self._robots_bodies.pop(origin, None)
-        if state.rules is not None and body is None:
-            return  # the rules came without a response seen here: fetched again on resume
-        saved: dict[str, Any] = {
-            "known": state.known,
-            "denied": state.denied,
-            "fetched_at": state.fetched_at - time.monotonic() + time.time(),
-        }
-        if state.rules is not None and body is not None:
-            saved["rules"] = body[: robots.book.config.max_bytes].decode("utf-8", "replace")
+        saved = robots.book.snapshot(origin)
+        if saved is None:
+            return  # rules without their text: fetched again on resume
+        saved["fetched_at"] = self._wall(saved["fetched_at"])
         self.store.save_state(f"robots:{origin}", saved)
 
     def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
@@ -410,20 +403,11 @@ class Jobdir:
         if origin in self._robots_checked:
             return
         self._robots_checked.add(origin)
-        if origin in robots.book.origins:
-            return
         saved = self.store.load_state(f"robots:{origin}")
         if saved is None:
             return
         fetched_at = saved.get("fetched_at")
-        if not isinstance(fetched_at, (int, float)) or not math.isfinite(fetched_at):
-            return
-        state = robots.book.state(origin)
-        state.known = bool(saved.get("known"))
-        state.denied = bool(saved.get("denied"))
-        state.fetched_at = fetched_at - time.time() + time.monotonic()
-        rules = saved.get("rules")
-        if isinstance(rules, str):
-            state.rules = parse_rules(rules.encode("utf-8"), robots.book.config.max_bytes)
-            state.sitemaps = list(state.rules.sitemaps)
-        self.stats.inc_value("aimd/jobdir/robots_restored")
+        if isinstance(fetched_at, (int, float)):
+            saved["fetched_at"] = self._from_wall(fetched_at)
+        if robots.book.restore(origin, saved, self.clock()):
+            self.stats.inc_value("aimd/jobdir/robots_restored")

@@ -13,11 +13,12 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import idna
 
-from scrapy_aimd.core.controller import POSITIVE_FIELDS, ControllerConfig
+from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
 
 
 class SettingsLike(Protocol):
@@ -136,9 +137,6 @@ _CONTROLLER_FIELDS: dict[str, str] = {
 #: Every setting :func:`controller_configs` reads (the docs list the same).
 CONTROLLER_SETTINGS: tuple[str, ...] = (*_CONTROLLER_FIELDS, "AIMD_HOSTS")
 
-_MINIMUM = {"latency_factor": 1.0}
-_MIN_INT = {"max_concurrency": 1, "probe_requests": 1, "pace_samples": 3}
-
 
 class HostConfigs:
     """The controller config of every host: the defaults, with ``AIMD_HOSTS`` on top.
@@ -175,25 +173,79 @@ class HostConfigs:
 
 
 def controller_configs(settings: SettingsLike) -> HostConfigs:
-    """Read and check every controller setting; raise :class:`AimdSettingsError`
-    naming the setting and the value at the first one that cannot be used."""
-    values: dict[str, Any] = {}
+    """Read every controller setting; raise :class:`AimdSettingsError` naming the
+    setting and the value at the first one that cannot be used.
+
+    This module only parses (a number, a whole number, a bool, status codes):
+    which values the controller accepts, :class:`ControllerConfig` says itself.
+    """
+    given: dict[str, _Given] = {}
     for name, field_name in _CONTROLLER_FIELDS.items():
-        values[field_name] = _read_field(settings, name, field_name, _default(settings, name))
-    default = _config(values, "AIMD_MIN_DELAY", "AIMD_MAX_DELAY")
+        default = _default(settings, name)
+        value = _read_field(settings, name, field_name, default)
+        given[field_name] = _Given(name, settings.get(name, default), value)
+    names = {field_name: g.name for field_name, g in given.items()}
+    default = _config({}, given, names)
     overrides: dict[str, ControllerConfig] = {}
+    base = {field_name: g.value for field_name, g in given.items()}
     for key, fields_ in _read_hosts(settings).items():
-        merged = dict(values)
         prefix = f"AIMD_HOSTS[{key!r}]"
-        for field_name, value in fields_.items():
-            merged[field_name] = _read_field(
-                {f"{prefix}.{field_name}": value}, f"{prefix}.{field_name}", field_name, None
+        host_given = {
+            field_name: _Given(
+                f"{prefix}.{field_name}",
+                raw,
+                _read_field(
+                    {f"{prefix}.{field_name}": raw}, f"{prefix}.{field_name}", field_name, None
+                ),
             )
+            for field_name, raw in fields_.items()
+        }
         host = _host_key(key)
         if host in overrides:
             raise AimdSettingsError("AIMD_HOSTS", key, f"one entry per host ({host!r} twice)")
-        overrides[host] = _config(merged, f"{prefix}.min_delay", f"{prefix}.max_delay")
+        host_names = {**names, **{f: g.name for f, g in host_given.items()}}
+        overrides[host] = _config(base, host_given, host_names)
     return HostConfigs(default, overrides)
+
+
+class _Given(NamedTuple):
+    """A controller field as a setting gave it: the setting's name, its raw value, parsed."""
+
+    name: str
+    raw: Any
+    value: Any
+
+
+#: The order in which fields are tried when the config refuses them: min_delay after
+#: max_delay, so that "above max_delay" blames min_delay against the given max_delay.
+_CHECK_ORDER = sorted(_CONTROLLER_FIELDS.values(), key=lambda field_name: field_name == "min_delay")
+
+
+def _config(
+    base: dict[str, Any], given: dict[str, _Given], names: dict[str, str]
+) -> ControllerConfig:
+    """``ControllerConfig(**base, **given)``; the config's own ``ValueError`` becomes an
+    :class:`AimdSettingsError` naming the first setting that it refuses (``names``:
+    field -> setting, to say the config's message in the settings' words)."""
+    try:
+        return ControllerConfig(**{**base, **{f: g.value for f, g in given.items()}})
+    except ValueError:
+        pass
+    checked = dict(base)
+    for field_name in _CHECK_ORDER:
+        if field_name not in given:
+            continue
+        this = given[field_name]
+        checked[field_name] = this.value
+        try:
+            ControllerConfig(**checked)
+        except ValueError as exc:
+            detail = re.sub(r"\b\w+\b", lambda m: names.get(m[0], m[0]), str(exc))
+            expected = (
+                detail.partition(": expected ")[2] or f"a value the controller accepts: {detail}"
+            )
+            raise AimdSettingsError(this.name, this.raw, expected) from None
+    raise AssertionError("unreachable: each field alone was accepted")  # pragma: no cover
 
 
 def _default(settings: SettingsLike, name: str) -> Any:
@@ -205,25 +257,15 @@ def _default(settings: SettingsLike, name: str) -> Any:
 
 
 def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any) -> Any:
-    if field_name == "adaptive":
+    """Parse a field's setting by the field's type; its bounds are the config's to check."""
+    kind = type(getattr(_DEFAULT_CONFIG, field_name))
+    if kind is bool:
         return read_bool(settings, name, default)
-    if field_name == "throttle_codes":
+    if kind is frozenset:
         return read_status_codes(settings, name, default)
-    if field_name in _MIN_INT:
-        return read_int(settings, name, default, minimum=_MIN_INT[field_name])
-    positive = field_name in POSITIVE_FIELDS
-    minimum = None if positive else _MINIMUM.get(field_name, 0.0)
-    number = read_float(settings, name, default, minimum=minimum)
-    if positive and number <= 0:
-        raise AimdSettingsError(name, settings.get(name, default), "a number > 0")
-    return number
-
-
-def _config(values: dict[str, Any], min_name: str, max_name: str) -> ControllerConfig:
-    if values["min_delay"] > values["max_delay"]:
-        expected = f"a number <= {max_name} ({values['max_delay']!r})"
-        raise AimdSettingsError(min_name, values["min_delay"], expected)
-    return ControllerConfig(**values)
+    if kind is int:
+        return read_int(settings, name, default)
+    return read_float(settings, name, default, minimum=None)
 
 
 def read_status_codes(settings: SettingsLike, name: str, default: Iterable[int]) -> frozenset[int]:
@@ -246,8 +288,7 @@ def read_status_codes(settings: SettingsLike, name: str, default: Iterable[int])
             code = int(item)
         except (TypeError, ValueError):
             raise AimdSettingsError(name, value, expected) from None
-        exact = code == item or str(code) == str(item).strip()
-        if not exact or not 100 <= code <= 599:
+        if code != item and str(code) != str(item).strip():
             raise AimdSettingsError(name, value, expected)
         codes.add(code)
     return frozenset(codes)
@@ -284,6 +325,9 @@ def _read_hosts(settings: SettingsLike) -> dict[str, dict[str, Any]]:
     return result
 
 
+#: Ports dropped from an AIMD_HOSTS key: a request URL's host key never has them.
+_WEB_DEFAULT_PORTS = frozenset(str(DEFAULT_PORTS[scheme]) for scheme in ("http", "https"))
+
 _HOST_KEY = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^\s/:@\[\]?#]+)(:\d+)?")
 
 
@@ -293,7 +337,7 @@ def _host_key(key: str) -> str:
     names in the IDNA form that request URLs carry."""
     name, port = _split_port(key.strip().lower())
     name = name.rstrip(".")
-    if port in ("80", "443"):
+    if port in _WEB_DEFAULT_PORTS:
         port = ""
     if not name.isascii():
         try:
@@ -304,11 +348,8 @@ def _host_key(key: str) -> str:
 
 
 def _split_port(host: str) -> tuple[str, str]:
-    if host.startswith("["):
-        name, _, rest = host.partition("]")
-        return name + "]", rest[1:] if rest.startswith(":") else ""
-    name, _, port = host.partition(":")
-    return name, port
+    """A host key's name and port ("" when it has none)."""
+    return split_host_port(host) or (host, "")
 
 
 def _suffixes(name: str) -> Iterator[str]:

@@ -23,6 +23,9 @@ from scrapy_aimd._compat import Download, spider_closing, wrap_downloads
 from scrapy_aimd.settings import SettingsLike, read_float
 
 if TYPE_CHECKING:
+    from scrapy_aimd.inflight import InFlight
+
+if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -46,13 +49,15 @@ def read_grace(settings: SettingsLike) -> float | None:
 class ShutdownGrace:
     """Cancels the downloads still running ``grace`` seconds after the spider began to close."""
 
-    def __init__(self, crawler: Crawler, grace: float, *, resumable: bool) -> None:
+    def __init__(
+        self, crawler: Crawler, grace: float, flights: InFlight[Request], *, resumable: bool
+    ) -> None:
         self.crawler = crawler
         self.grace = grace
         self.resumable = resumable
-        #: Requests whose download was cancelled: not done, whatever the engine says.
-        self.cancelled: set[Request] = set()
-        self._downloads: dict[Request, Deferred[Response]] = {}
+        #: The running downloads and the cancelled ones (never done, whatever the
+        #: engine says) are marked in the crawl's in-flight registry.
+        self.flights = flights
         self._expired = False
         self._deadline: CallLaterResult | None = None
         self._watch: Any = None
@@ -75,17 +80,15 @@ class ShutdownGrace:
             self._deadline.cancel()
             self._deadline = None
 
-    def was_cancelled(self, request: Request) -> bool:
-        return request in self.cancelled
-
     def _look(self) -> None:
         if not spider_closing(self.crawler):
             return
         self._watch.stop()
-        if self._downloads:
+        running = len(self.flights.downloads())
+        if running:
             logger.info(
                 "Stopping: %d downloads in flight get %ss to finish (%s)",
-                len(self._downloads),
+                running,
                 self.grace,
                 SETTING,
             )
@@ -94,10 +97,10 @@ class ShutdownGrace:
     def _expire(self) -> None:
         self._deadline = None
         self._expired = True
-        cancelled = list(self._downloads.items())
-        for request, download in cancelled:
-            self.cancelled.add(request)
-            download.cancel()
+        cancelled = self.flights.downloads()
+        for _, flight in cancelled:
+            flight.cancelled = True
+            flight.download.cancel()
         if cancelled:
             self.crawler.stats.inc_value("aimd/shutdown/cancelled", len(cancelled))  # type: ignore[union-attr]
             logger.info(
@@ -112,23 +115,25 @@ class ShutdownGrace:
 
     def _wrap(self, download: Download) -> Download:
         async def cancellable_download(request: Request) -> Response:
+            flight = self.flights.open(request)
             if self._expired:
-                self.cancelled.add(request)
+                flight.cancelled = True
                 self.crawler.stats.inc_value("aimd/shutdown/cancelled")  # type: ignore[union-attr]
                 raise IgnoreRequest(f"Not started: the crawl is stopping ({SETTING})")
             started = time.monotonic()
             running: Deferred[Response] = deferred_from_coro(download(request))
-            self._downloads[request] = running
+            flight.download = running
             try:
                 return await maybe_deferred_to_future(running)
             except BaseException:
-                if request in self.cancelled:
+                if flight.cancelled:
                     raise IgnoreRequest(
                         f"Cancelled after {time.monotonic() - started:.1f}s: the crawl "
                         f"is stopping ({SETTING})"
                     ) from None
                 raise
             finally:
-                self._downloads.pop(request, None)
+                flight.download = None
+                self.flights.settle(request)
 
         return cancellable_download

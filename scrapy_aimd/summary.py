@@ -1,47 +1,15 @@
-"""Per-host accounting for the end-of-crawl summary: what happened, and why."""
+"""The end-of-crawl summary table: one line per host, for the log at spider close.
+
+The rows are :class:`~scrapy_aimd.host_totals.HostTotals`, counted from the
+event stream (the report counts the same way), with the host's last gap,
+limit and best latency filled in from its controller.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
-
-@dataclass
-class HostSummary:
-    """Counters of one host; pause time is the union of its pauses."""
-
-    requests: int = 0
-    responses: Counter[str] = field(default_factory=Counter)
-    failures: int = 0
-    throttles: int = 0
-    decreases: int = 0
-    pauses: int = 0
-    paused_seconds: float = 0.0
-    paused_until: float = 0.0
-    #: Throttled or paused, and not yet answered well since.
-    troubled: bool = False
-
-    def add_response(self, status: int) -> None:
-        self.responses[f"{status // 100}xx"] += 1
-
-    def add_pause(self, now: float, until: float) -> None:
-        """Count a pause; one that overlaps the current pause adds only its excess."""
-        self.pauses += 1
-        start = max(now, self.paused_until)
-        if until > start:
-            self.paused_seconds += until - start
-        self.paused_until = max(self.paused_until, until)
-
-
-@dataclass(frozen=True)
-class HostRow:
-    host: str
-    summary: HostSummary
-    delay: float
-    concurrency: int
-    best_latency: float | None
-
+from scrapy_aimd.host_totals import HostTotals
 
 COLUMNS = (
     "host",
@@ -59,25 +27,24 @@ COLUMNS = (
 )
 
 
-def format_summary(rows: Iterable[HostRow]) -> str:
-    """A plain-text table, one line per host, for the log at spider close."""
+def format_summary(rows: Iterable[tuple[str, HostTotals]]) -> str:
+    """A plain-text table, one line per host."""
     lines = [COLUMNS]
-    for row in rows:
-        s = row.summary
-        best = "-" if row.best_latency is None else f"{row.best_latency * 1000:.0f}ms"
+    for host, t in rows:
+        best = "-" if t.best_latency is None else f"{t.best_latency * 1000:.0f}ms"
         lines.append(
             (
-                row.host,
-                str(s.requests),
-                str(s.responses["2xx"]),
-                str(s.responses["3xx"]),
-                str(s.responses["4xx"]),
-                str(s.responses["5xx"]),
-                str(s.failures),
-                str(s.throttles),
-                f"{s.paused_seconds:.1f}s",
-                f"{row.delay:.2f}s",
-                str(row.concurrency),
+                host,
+                str(t.requests),
+                str(t.responses["2xx"]),
+                str(t.responses["3xx"]),
+                str(t.responses["4xx"]),
+                str(t.responses["5xx"]),
+                str(t.failures),
+                str(t.throttles),
+                f"{t.paused_seconds:.1f}s",
+                "-" if t.delay is None else f"{t.delay:.2f}s",
+                "-" if t.limit is None else str(t.limit),
                 best,
             )
         )

@@ -60,3 +60,22 @@ def test_users_own_middlewares_are_kept() -> None:
     middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
     assert middlewares["myproject.mw.Custom"] == 543
     assert MIDDLEWARE in middlewares
+
+
+def test_the_old_middleware_paths_count_as_listed() -> None:
+    old = {
+        "scrapy_aimd.middleware.AimdDownloaderMiddleware": 950,
+        "scrapy_aimd.robots.RobotsTxtMiddleware": 100,
+    }
+    settings = apply({"ROBOTSTXT_OBEY": True, "DOWNLOADER_MIDDLEWARES": old})
+    middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+    assert MIDDLEWARE not in middlewares
+    assert ROBOTS_MIDDLEWARE not in middlewares
+    from scrapy.utils.misc import load_object
+
+    for path in old:
+        assert load_object(path) is load_object(
+            path.replace(".middleware.", ".feedback_middleware.").replace(
+                ".robots.", ".robots_middleware."
+            )
+        )

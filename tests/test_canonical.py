@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from w3lib.url import canonicalize_url as w3lib_canonicalize_url
 
 from scrapy_aimd.core.canonical import (
-    CANONICAL_SETTINGS,
     FRAGMENT,
     PATH,
     QUERY,
@@ -35,7 +34,6 @@ from scrapy_aimd.core.canonical import (
     sort_query,
     split_query,
 )
-from scrapy_aimd.settings import AimdSettingsError
 
 # --- Stage 1: clean -----------------------------------------------------------
 
@@ -513,50 +511,6 @@ def test_rules_id_changes_with_every_option() -> None:
         Canonicalizer(strip_params=["X", "x"]).rules_id
         == Canonicalizer(strip_params=["x"]).rules_id
     )
-
-
-# --- Settings -----------------------------------------------------------------
-
-
-def test_from_settings_defaults() -> None:
-    canonicalizer = Canonicalizer.from_settings({})
-    assert canonicalizer.rules_id == Canonicalizer().rules_id
-    assert set(CANONICAL_SETTINGS) == {
-        "AIMD_CANONICAL_TRAILING_SLASH",
-        "AIMD_CANONICAL_FRAGMENTS",
-        "AIMD_STRIP_PARAMS",
-        "AIMD_KEEP_PARAMS",
-    }
-
-
-def test_from_settings_values() -> None:
-    canonicalizer = Canonicalizer.from_settings(
-        {
-            "AIMD_CANONICAL_TRAILING_SLASH": "keep",
-            "AIMD_CANONICAL_FRAGMENTS": "hashbang",
-            "AIMD_STRIP_PARAMS": "sessionid, trk_*",  # as from -s on the command line
-            "AIMD_KEEP_PARAMS": ["utm_id"],
-        }
-    )
-    url = "http://x/a/?utm_id=1&sessionid=2&trk_a=3&utm_source=4#!/r"
-    assert canonicalizer.canonicalize(url) == "http://x/a/?utm_id=1#!/r"
-
-
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [
-        ("AIMD_CANONICAL_TRAILING_SLASH", "add"),
-        ("AIMD_CANONICAL_FRAGMENTS", True),
-        ("AIMD_STRIP_PARAMS", [1, 2]),
-        ("AIMD_STRIP_PARAMS", ["a=b"]),
-        ("AIMD_STRIP_PARAMS", ["*"]),
-        ("AIMD_KEEP_PARAMS", ["a*b"]),
-        ("AIMD_KEEP_PARAMS", 5),
-    ],
-)
-def test_from_settings_rejects_invalid_values(name: str, value: object) -> None:
-    with pytest.raises(AimdSettingsError, match=name):
-        Canonicalizer.from_settings({name: value})
 
 
 # --- w3lib's canonicalize_url cases -------------------------------------------

@@ -6,9 +6,9 @@ import pytest
 
 from scrapy_aimd.core.robots import (
     MAX_BYTES,
-    Outcome,
     RobotsBook,
     RobotsConfig,
+    RobotsOutcome,
     Verdict,
     classify,
     parse_rules,
@@ -22,20 +22,20 @@ RULES = b"User-agent: *\nDisallow: /private\nCrawl-delay: 2.5\nSitemap: http://a
 @pytest.mark.parametrize(
     ("status", "outcome"),
     [
-        (200, Outcome.RULES),
-        (204, Outcome.RULES),
-        (301, Outcome.ALLOW_ALL),  # redirects not followed to the end
-        (401, Outcome.ALLOW_ALL),
-        (403, Outcome.ALLOW_ALL),
-        (404, Outcome.ALLOW_ALL),
-        (410, Outcome.ALLOW_ALL),
-        (429, Outcome.UNREACHABLE),
-        (500, Outcome.UNREACHABLE),
-        (503, Outcome.UNREACHABLE),
-        (None, Outcome.UNREACHABLE),
+        (200, RobotsOutcome.RULES),
+        (204, RobotsOutcome.RULES),
+        (301, RobotsOutcome.ALLOW_ALL),  # redirects not followed to the end
+        (401, RobotsOutcome.ALLOW_ALL),
+        (403, RobotsOutcome.ALLOW_ALL),
+        (404, RobotsOutcome.ALLOW_ALL),
+        (410, RobotsOutcome.ALLOW_ALL),
+        (429, RobotsOutcome.UNREACHABLE),
+        (500, RobotsOutcome.UNREACHABLE),
+        (503, RobotsOutcome.UNREACHABLE),
+        (None, RobotsOutcome.UNREACHABLE),
     ],
 )
-def test_status_outcomes(status: int | None, outcome: Outcome) -> None:
+def test_status_outcomes(status: int | None, outcome: RobotsOutcome) -> None:
     assert classify(status) is outcome
 
 
@@ -141,3 +141,38 @@ def test_garbage_is_ignored_line_by_line() -> None:
     rules = parse_rules(body)
     assert not rules.can_fetch("http://x/x", UA)
     assert rules.can_fetch("http://x/y", UA)
+
+
+def test_a_snapshot_restores_the_rules_and_their_age_on_another_clock() -> None:
+    book = RobotsBook(RobotsConfig(persist=True, max_age=100.0))
+    book.fetched(ORIGIN, 10.0, 200, RULES, UA)
+    data = book.snapshot(ORIGIN)
+    assert data is not None
+    assert data["fetched_at"] == 10.0
+    # A later run's clock starts elsewhere: the caller moves fetched_at onto it.
+    later = RobotsBook(RobotsConfig(max_age=100.0))
+    assert later.restore(ORIGIN, {**data, "fetched_at": 1000.0 - 30.0}, 1000.0)
+    assert later.verdict(ORIGIN, f"{ORIGIN}/private/x", UA) is Verdict.DENY
+    assert later.verdict(ORIGIN, f"{ORIGIN}/public", UA) is Verdict.ALLOW
+    assert later.state(ORIGIN).sitemaps == ["http://a.test/s.xml"]
+    assert not later.needs_fetch(ORIGIN, 1000.0 + 69.0)
+    assert later.needs_fetch(ORIGIN, 1000.0 + 70.0)
+    # Known here already, or unusable data: nothing changes.
+    assert not later.restore(ORIGIN, data, 1000.0)
+    assert not RobotsBook().restore(ORIGIN, {"fetched_at": "soon"}, 0.0)
+
+
+def test_a_snapshot_from_the_future_counts_as_fetched_now() -> None:
+    book = RobotsBook(RobotsConfig(max_age=100.0))
+    assert book.restore(ORIGIN, {"known": True, "fetched_at": 5000.0}, 10.0)
+    assert book.state(ORIGIN).fetched_at == 10.0
+
+
+def test_rules_are_snapshotted_only_when_their_text_is_kept() -> None:
+    book = RobotsBook()
+    assert book.snapshot(ORIGIN) is None  # nothing known
+    book.fetched(ORIGIN, 0.0, 200, RULES, UA)
+    assert book.state(ORIGIN).text is None
+    assert book.snapshot(ORIGIN) is None  # fetched again on resume
+    book.fetched("http://b.test", 0.0, 404, b"", UA)
+    assert book.snapshot("http://b.test") == {"known": True, "denied": False, "fetched_at": 0.0}

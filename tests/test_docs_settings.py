@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from scrapy_aimd.core.canonical import CANONICAL_SETTINGS
+from scrapy_aimd.fingerprint import CANONICAL_SETTINGS
 from scrapy_aimd.settings import CONTROLLER_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def settings_in_docs() -> list[str]:
 
 
 def test_the_scan_finds_the_exported_lists() -> None:
-    from scrapy_aimd.robots import ROBOTS_SETTINGS
+    from scrapy_aimd.robots_middleware import ROBOTS_SETTINGS
 
     code = settings_in_code()
     for name in (*CONTROLLER_SETTINGS, *CANONICAL_SETTINGS, *ROBOTS_SETTINGS):

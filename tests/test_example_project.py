@@ -21,7 +21,8 @@ import pytest
 
 from scrapy_aimd.core.canonical import canonicalize_url
 from scrapy_aimd.core.hosts import host_key
-from scrapy_aimd.robots import CRAWL_DELAY_MARGIN
+from scrapy_aimd.report import read_events
+from scrapy_aimd.robots_middleware import crawl_delay_floor
 from sitefarm import demo_farm, read_log_file, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,8 +137,8 @@ def test_the_events_show_the_crawl_delay_and_the_pauses(crawl: DemoCrawl) -> Non
     hosts = events[-1]["hosts"]
     names = {item["title"].partition(":")[0]: host_key(item["url"]) for item in crawl.items()}
     polite = names["polite"]
-    # The Crawl-delay, plus the margin for the connection setup of the request before.
-    assert hosts[polite]["delay"] == pytest.approx(0.5 + CRAWL_DELAY_MARGIN)
+    # The Crawl-delay, plus the margin for the send jitter of the request before.
+    assert hosts[polite]["delay"] == pytest.approx(crawl_delay_floor(0.5))
     starts = [e["t"] for e in events if e["event"] == "start" and e.get("host") == polite]
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert gaps and min(gaps) >= 0.5 - 0.005, min(gaps)
@@ -145,3 +146,25 @@ def test_the_events_show_the_crawl_delay_and_the_pauses(crawl: DemoCrawl) -> Non
     # its refused requests were queued again (every page was fetched, above).
     assert hosts[names["limited"]]["pauses"] > 0
     assert {host for host, row in hosts.items() if row["pauses"]} == {names["limited"]}
+    # The Crawl-delay's arrival is an event, before the host's first page starts,
+    # so that the report draws the floor from the start.
+    floors = [e for e in events if e["event"] == "change" and "crawl_delay" in e]
+    assert [(e["host"], e["crawl_delay"]) for e in floors] == [(polite, 0.5)]
+    assert floors[0]["delay"] == pytest.approx(crawl_delay_floor(0.5), abs=1e-4)
+    assert floors[0]["t"] <= starts[1]
+
+
+def test_the_summary_is_the_fold_of_the_events(crawl: DemoCrawl) -> None:
+    """The close line's counts are what the report counts from the same events."""
+    crawl_read = read_events(crawl.events_path)
+    close = crawl.events()[-1]["hosts"]
+    for host, row in close.items():
+        counted = crawl_read.hosts[host].counted
+        assert row["requests"] == counted.requests, host
+        assert row["responses"] == dict(counted.responses), host
+        assert (row["failures"], row["throttles"], row["pauses"]) == (
+            counted.failures,
+            counted.throttles,
+            counted.pauses,
+        ), host
+        assert row["paused_seconds"] == pytest.approx(counted.paused_seconds, abs=0.01), host

@@ -11,10 +11,13 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.core.canonical import Canonicalizer
 from scrapy_aimd.fingerprint import (
+    CANONICAL_SETTINGS,
     AimdRequestFingerprinter,
+    canonicalizer_from_settings,
     request_key_function,
     rules_id_of,
 )
+from scrapy_aimd.settings import AimdSettingsError
 
 
 @pytest.fixture
@@ -154,3 +157,47 @@ def test_key_function_and_rules_id_for_other_fingerprinters() -> None:
     key = request_key_function(stock)(request)
     assert key == int.from_bytes(stock.fingerprint(request)[:8], "big")
     assert rules_id_of(stock) == "fingerprinter:scrapy.utils.request.RequestFingerprinter"
+
+
+# --- Settings -----------------------------------------------------------------
+
+
+def test_from_settings_defaults() -> None:
+    canonicalizer = canonicalizer_from_settings({})
+    assert canonicalizer.rules_id == Canonicalizer().rules_id
+    assert set(CANONICAL_SETTINGS) == {
+        "AIMD_CANONICAL_TRAILING_SLASH",
+        "AIMD_CANONICAL_FRAGMENTS",
+        "AIMD_STRIP_PARAMS",
+        "AIMD_KEEP_PARAMS",
+    }
+
+
+def test_from_settings_values() -> None:
+    canonicalizer = canonicalizer_from_settings(
+        {
+            "AIMD_CANONICAL_TRAILING_SLASH": "keep",
+            "AIMD_CANONICAL_FRAGMENTS": "hashbang",
+            "AIMD_STRIP_PARAMS": "sessionid, trk_*",  # as from -s on the command line
+            "AIMD_KEEP_PARAMS": ["utm_id"],
+        }
+    )
+    url = "http://x/a/?utm_id=1&sessionid=2&trk_a=3&utm_source=4#!/r"
+    assert canonicalizer.canonicalize(url) == "http://x/a/?utm_id=1#!/r"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AIMD_CANONICAL_TRAILING_SLASH", "add"),
+        ("AIMD_CANONICAL_FRAGMENTS", True),
+        ("AIMD_STRIP_PARAMS", [1, 2]),
+        ("AIMD_STRIP_PARAMS", ["a=b"]),
+        ("AIMD_STRIP_PARAMS", ["*"]),
+        ("AIMD_KEEP_PARAMS", ["a*b"]),
+        ("AIMD_KEEP_PARAMS", 5),
+    ],
+)
+def test_from_settings_rejects_invalid_values(name: str, value: object) -> None:
+    with pytest.raises(AimdSettingsError, match=name):
+        canonicalizer_from_settings({name: value})

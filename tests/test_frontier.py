@@ -93,17 +93,6 @@ def test_cancel_and_double_release_keep_in_flight_exact() -> None:
     assert f.controller("a").in_flight == 0
 
 
-def test_held_host_waits_until_released() -> None:
-    f = make_frontier(min_delay=0.0, max_concurrency=4)
-    f.hold("a")
-    f.push("a", "a0", now=0.0)
-    f.push("b", "b0", now=0.0)
-    assert drain(f, 0.0) == ["b0"]
-    assert f.is_held("a")
-    f.release("a", 1.0)
-    assert drain(f, 1.0) == ["a0"]
-
-
 def test_heaps_stay_proportional_to_hosts() -> None:
     f = make_frontier(min_delay=0.0, max_concurrency=1)
     now = 0.0

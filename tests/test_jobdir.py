@@ -16,7 +16,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.dupefilter import BATCH_KEYS, AimdDupeFilter
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, JobdirError, RequestCodec, check_jobdir
-from scrapy_aimd.robots import ROBOTS_META
+from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import AimdSettingsError
 from scrapy_aimd.shutdown import read_grace

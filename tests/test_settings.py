@@ -283,5 +283,5 @@ def test_scrapy_settings_work_too() -> None:
 
 @pytest.mark.parametrize("value", [-1, 0, "0"])
 def test_a_positive_field_says_above_zero(value: object) -> None:
-    with pytest.raises(AimdSettingsError, match=r"AIMD_MARGIN=.*expected a number > 0"):
+    with pytest.raises(AimdSettingsError, match=r"AIMD_MARGIN=.*expected a finite number > 0"):
         controller_configs({"AIMD_MARGIN": value})

@@ -32,18 +32,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import idna
 
-from scrapy_aimd.settings import (
-    AimdSettingsError,
-    SettingsLike,
-    read_choice,
-    read_str_list,
-)
+from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = [
-    "CANONICAL_SETTINGS",
     "RULES_VERSION",
     "Canonicalizer",
     "TrackingRules",
@@ -65,20 +59,9 @@ __all__ = [
 #: under older rules are never silently mixed with new ones.
 RULES_VERSION: Final = 1
 
-#: The settings that :meth:`Canonicalizer.from_settings` reads.
-CANONICAL_SETTINGS: Final = (
-    "AIMD_CANONICAL_TRAILING_SLASH",
-    "AIMD_CANONICAL_FRAGMENTS",
-    "AIMD_STRIP_PARAMS",
-    "AIMD_KEEP_PARAMS",
-)
-
 TRAILING_SLASH_CHOICES: Final = ("strip", "keep")
 FRAGMENT_CHOICES: Final = ("drop", "keep", "hashbang")
 
-# Schemes whose authority ends at "\" as well as "/" (URL Standard), and their
-# default ports.
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
 
 # --- Character classes (RFC 3986, section 2) --------------------------------
 
@@ -264,7 +247,7 @@ def canonical_port(scheme: str, port: str) -> str | None:
     number = int(port)
     if number > 65535:
         return None
-    if number == _DEFAULT_PORTS.get(scheme):
+    if number == DEFAULT_PORTS.get(scheme):
         return ""
     return f":{number}"
 
@@ -274,16 +257,10 @@ def canonical_netloc(scheme: str, netloc: str) -> str | None:
     """Stages 2 and 3 over a whole authority (userinfo kept as it is, but for
     its percent-encoding). None if the authority cannot be parsed."""
     userinfo, _, hostport = netloc.rpartition("@")
-    if hostport[:1] == "[":
-        end = hostport.find("]")
-        if end < 0:
-            return None
-        host, rest = hostport[: end + 1], hostport[end + 1 :]
-        if rest and rest[0] != ":":
-            return None
-        port = rest[1:]
-    else:
-        host, _, port = hostport.partition(":")
+    split = split_host_port(hostport)
+    if split is None:
+        return None
+    host, port = split
     port_part = canonical_port(scheme, port)
     if port_part is None:
         return None
@@ -490,7 +467,9 @@ _SPLIT_RE: Final = re.compile(
 
 def _special_backslashes(url: str, scheme: str) -> str:
     """For special schemes the URL Standard reads "\\" as "/" before the query."""
-    if scheme not in _DEFAULT_PORTS and scheme != "file":
+    # Schemes whose authority ends at "\\" as well as "/" (URL Standard) are those
+    # with a default port.
+    if scheme not in DEFAULT_PORTS and scheme != "file":
         return url
     cut = len(url)
     for delimiter in "?#":
@@ -527,20 +506,6 @@ class Canonicalizer:
         self.rules_id = (
             f"canonical-v{RULES_VERSION};slash={trailing_slash};fragments={fragments};"
             + self.tracking.describe()
-        )
-
-    @classmethod
-    def from_settings(cls, settings: SettingsLike) -> Canonicalizer:
-        """Read ``CANONICAL_SETTINGS``; an invalid value raises
-        :class:`AimdSettingsError` naming the setting."""
-        trailing_slash = read_choice(
-            settings, "AIMD_CANONICAL_TRAILING_SLASH", "strip", TRAILING_SLASH_CHOICES
-        )
-        fragments = read_choice(settings, "AIMD_CANONICAL_FRAGMENTS", "drop", FRAGMENT_CHOICES)
-        strip = _read_param_patterns(settings, "AIMD_STRIP_PARAMS")
-        keep = _read_param_patterns(settings, "AIMD_KEEP_PARAMS")
-        return cls(
-            trailing_slash=trailing_slash, fragments=fragments, strip_params=strip, keep_params=keep
         )
 
     def canonicalize(self, url: str) -> str:
@@ -582,17 +547,6 @@ class Canonicalizer:
             if fragment:
                 parts += ("#", fragment)
         return "".join(parts)
-
-
-def _read_param_patterns(settings: SettingsLike, name: str) -> tuple[str, ...]:
-    patterns = read_str_list(settings, name)
-    for pattern in patterns:
-        body = pattern.strip().removesuffix("*")
-        if not body or any(c in body for c in "&=#*"):
-            raise AimdSettingsError(
-                name, list(patterns), 'query parameter names, or prefixes written "name_*"'
-            )
-    return patterns
 
 
 _DEFAULT = Canonicalizer()

@@ -154,7 +154,6 @@ class _Host:
     version: int = 0
     #: "ready", "timer", "full" (at its limit) or "idle" (nothing queued).
     filed_as: str = "idle"
-    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -269,8 +268,14 @@ class Frontier(Generic[T]):
         status: int,
         latency: float | None,
         retry_after: float | None = None,
+        page: bool = True,
     ) -> Reaction:
+        """A response came back; ``page`` is False for one that is not a page
+        (robots.txt), whose latency must not set the host's baseline."""
         state = self._host(host)
+        # TODO(issue 10): once HostController.finish takes ``page``, call it as
+        #   state.controller.finish(ticket, now, status=status, latency=latency,
+        #                           retry_after=retry_after, page=page)
         reaction = state.controller.finish(
             ticket, now, status=status, latency=latency, retry_after=retry_after
         )
@@ -287,22 +292,6 @@ class Frontier(Generic[T]):
         state = self._host(host)
         state.controller.cancel(ticket)
         self._file(host, state, now)
-
-    def hold(self, host: str) -> None:
-        """Keep the host's requests queued until ``release`` (robots.txt not known yet)."""
-        state = self._host(host)
-        state.held = True
-        state.version += 1
-        state.filed_as = "held"
-
-    def release(self, host: str, now: float) -> None:
-        state = self._host(host)
-        state.held = False
-        self._file(host, state, now)
-
-    def is_held(self, host: str) -> bool:
-        state = self._hosts.get(host)
-        return state is not None and state.held
 
     def refile(self, host: str, now: float) -> None:
         """File the host again after its controller changed outside this class."""
@@ -321,9 +310,6 @@ class Frontier(Generic[T]):
         state.version += 1
         if len(self._ready) + len(self._timers) > 4 * len(self._hosts) + 1024:
             self._compact()
-        if state.held:
-            state.filed_as = "held"
-            return
         head = self._store.head(host)
         if head is None:
             state.filed_as = "idle"

@@ -3,26 +3,43 @@
 A host is the URL's authority without the scheme and the user information,
 lowercased, with the port only when it is not the scheme's default: http and
 https to the same server share one controller, as they share one server.
+
+The default ports and the splitting of ``host:port`` live here once, for the
+canonicalizer and the settings too.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Final
 from urllib.parse import urlsplit
 
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+
+
+def split_host_port(hostport: str) -> tuple[str, str] | None:
+    """``host:port`` (or ``[v6]:port``) as (host, port); port "" when absent.
+
+    None when a bracketed IPv6 host is not closed or is followed by something
+    other than a port.
+    """
+    if hostport[:1] == "[":
+        end = hostport.find("]")
+        if end < 0:
+            return None
+        rest = hostport[end + 1 :]
+        if rest and rest[0] != ":":
+            return None
+        return hostport[: end + 1], rest[1:]
+    host, _, port = hostport.partition(":")
+    return host, port
 
 
 @lru_cache(maxsize=65536)
 def host_key_from_netloc(scheme: str, netloc: str) -> str:
     """The host key of a URL's scheme and netloc (cached: few distinct values)."""
     hostport = netloc.rpartition("@")[2].lower()
-    if hostport.startswith("["):
-        host, _, rest = hostport.partition("]")
-        host += "]"
-        port = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, _, port = hostport.partition(":")
+    host, port = split_host_port(hostport) or (hostport, "")
     host = host.rstrip(".")
     if not port or not port.isdigit() or int(port) == DEFAULT_PORTS.get(scheme.lower()):
         return host

@@ -1,7 +1,9 @@
 """robots.txt by RFC 9309: what each fetch outcome means, per origin, and for how long.
 
 Pure: no Scrapy, the clock is an argument. The Scrapy side
-(``scrapy_aimd.robots``) fetches the files and asks ``RobotsBook`` what to do.
+(``scrapy_aimd.robots_middleware``) fetches the files and asks ``RobotsBook``
+what to do; the JOBDIR keeps what the book knows through ``snapshot`` and
+``restore``, and nothing else of it.
 
 RFC 9309 §2.3.1: a 2xx gives the rules; a 4xx (other than 429) means there are
 none, so everything is allowed; a 5xx, a 429 or a network failure means the
@@ -16,14 +18,16 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from protego import Protego
 
 MAX_BYTES = 500 * 1024
 
 
-class Outcome(enum.Enum):
+class RobotsOutcome(enum.Enum):
     RULES = "rules"
     ALLOW_ALL = "allow_all"
     UNREACHABLE = "unreachable"
@@ -35,25 +39,29 @@ class Verdict(enum.Enum):
     WAIT = "wait"
 
 
-def classify(status: int | None) -> Outcome:
+def classify(status: int | None) -> RobotsOutcome:
     """What a robots.txt fetch that ended with ``status`` (None: network failure) means.
 
     A final 3xx means the redirects were not followed to the end (more than the
     five hops the RFC asks crawlers to follow): the file is unavailable.
     """
     if status is None or status == 429 or status >= 500:
-        return Outcome.UNREACHABLE
+        return RobotsOutcome.UNREACHABLE
     if 200 <= status < 300:
-        return Outcome.RULES
+        return RobotsOutcome.RULES
     if 300 <= status < 500:
-        return Outcome.ALLOW_ALL
-    return Outcome.UNREACHABLE
+        return RobotsOutcome.ALLOW_ALL
+    return RobotsOutcome.UNREACHABLE
+
+
+def rules_text(body: bytes, max_bytes: int = MAX_BYTES) -> str:
+    """The part of a body that is parsed: its first ``max_bytes``, as text."""
+    return body[:max_bytes].decode("utf-8", errors="replace")
 
 
 def parse_rules(body: bytes, max_bytes: int = MAX_BYTES) -> Protego:
     """Rules from the first ``max_bytes`` of a body; garbage lines are ignored."""
-    text = body[:max_bytes].decode("utf-8", errors="replace")
-    return Protego.parse(text)
+    return Protego.parse(rules_text(body, max_bytes))
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,9 @@ class RobotsConfig:
     backoff: float = 2.0
     max_crawl_delay: float = 60.0
     max_bytes: int = MAX_BYTES
+    #: Keep each origin's rules as text, so that :meth:`RobotsBook.snapshot` can
+    #: save them (a JOBDIR); off, only the parsed rules are kept.
+    persist: bool = False
 
 
 @dataclass
@@ -80,13 +91,15 @@ class OriginRobots:
     fetched_at: float = -math.inf
     retry_at: float = -math.inf
     sitemaps: list[str] = field(default_factory=list)
+    #: The parsed text of the rules, with ``RobotsConfig.persist``.
+    text: str | None = None
 
 
 @dataclass(frozen=True)
 class FetchResult:
     """What one fetch changed, for the caller to act on."""
 
-    outcome: Outcome
+    outcome: RobotsOutcome
     #: The origin's requests may now be decided (rules, allow-all or deny-all).
     settled: bool
     crawl_delay: float | None = None
@@ -138,17 +151,16 @@ class RobotsBook:
         state = self.state(origin)
         state.fetching = False
         outcome = classify(status)
-        if outcome is Outcome.UNREACHABLE:
+        if outcome is RobotsOutcome.UNREACHABLE:
             return self._unreachable(state, now)
         state.failures = 0
         state.retry_at = -math.inf
         state.known, state.denied, state.fetched_at = True, False, now
-        if outcome is Outcome.ALLOW_ALL:
-            state.rules, state.sitemaps = None, []
+        if outcome is RobotsOutcome.ALLOW_ALL:
+            state.rules, state.sitemaps, state.text = None, [], None
             return FetchResult(outcome, settled=True)
-        state.rules = parse_rules(body, self.config.max_bytes)
-        state.sitemaps = list(state.rules.sitemaps)
-        delay = state.rules.crawl_delay(user_agent)
+        rules = self._set_rules(state, rules_text(body, self.config.max_bytes))
+        delay = rules.crawl_delay(user_agent)
         capped = delay is not None and delay > self.config.max_crawl_delay
         if delay is not None:
             delay = min(float(delay), self.config.max_crawl_delay)
@@ -160,11 +172,59 @@ class RobotsBook:
             truncated=len(body) > self.config.max_bytes,
         )
 
+    def _set_rules(self, state: OriginRobots, text: str) -> Protego:
+        rules = state.rules = Protego.parse(text)
+        state.sitemaps = list(rules.sitemaps)
+        state.text = text if self.config.persist else None
+        return rules
+
+    # -- persistence -------------------------------------------------------------
+
+    def snapshot(self, origin: str) -> dict[str, Any] | None:
+        """What is known of ``origin`` as JSON-able data, for :meth:`restore` in a
+        later run; None when nothing settled can be saved (rules without their
+        text: they are fetched again). ``fetched_at`` is on this book's clock."""
+        state = self.origins.get(origin)
+        if state is None or not (state.known or state.denied):
+            return None
+        if state.rules is not None and state.text is None:
+            return None
+        data: dict[str, Any] = {
+            "known": state.known,
+            "denied": state.denied,
+            "fetched_at": state.fetched_at,
+        }
+        if state.rules is not None:
+            data["rules"] = state.text
+        return data
+
+    def restore(self, origin: str, data: Mapping[str, Any], now: float) -> bool:
+        """Take what a :meth:`snapshot` saved, its ``fetched_at`` moved onto this
+        book's clock by the caller; an age beyond ``now`` counts as fetched now.
+        False (nothing changed) for an origin already known here or bad data."""
+        if origin in self.origins:
+            return False
+        fetched_at = data.get("fetched_at")
+        if (
+            isinstance(fetched_at, bool)
+            or not isinstance(fetched_at, (int, float))
+            or not math.isfinite(fetched_at)
+        ):
+            return False
+        state = self.state(origin)
+        state.known = bool(data.get("known"))
+        state.denied = bool(data.get("denied"))
+        state.fetched_at = min(float(fetched_at), now)
+        rules = data.get("rules")
+        if isinstance(rules, str):
+            self._set_rules(state, rules_text(rules.encode("utf-8"), self.config.max_bytes))
+        return True
+
     def _unreachable(self, state: OriginRobots, now: float) -> FetchResult:
         state.failures += 1
         if state.failures <= self.config.retries:
             state.retry_at = now + self.config.backoff * 2 ** (state.failures - 1)
-            return FetchResult(Outcome.UNREACHABLE, settled=False, retry_at=state.retry_at)
+            return FetchResult(RobotsOutcome.UNREACHABLE, settled=False, retry_at=state.retry_at)
         # Retries spent. Rules from an earlier fetch stay in force; with none,
         # the origin is skipped until the file can be fetched again.
         state.failures = 0
@@ -172,4 +232,4 @@ class RobotsBook:
         state.fetched_at = now
         if not state.known:
             state.denied = True
-        return FetchResult(Outcome.UNREACHABLE, settled=True)
+        return FetchResult(RobotsOutcome.UNREACHABLE, settled=True)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from scrapy_aimd.events import HOST_EVENTS
+from scrapy_aimd.host_totals import HostTotals, as_integer, as_number, pause_until
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
@@ -29,7 +32,6 @@ __all__ = [
     "read_events",
 ]
 
-HOST_EVENTS = frozenset({"start", "response", "fail", "throttle", "pause", "resume", "change"})
 KNOWN_EVENTS = HOST_EVENTS | {"open", "close"}
 #: How many numbers of unreadable lines are kept for the report to quote.
 KEEP_BAD_LINE_NUMBERS = 5
@@ -56,21 +58,6 @@ class Pause:
 
 
 @dataclass
-class HostTotals:
-    """One row of the summary table, from the ``close`` line or counted from events."""
-
-    requests: int = 0
-    responses: Counter[str] = field(default_factory=Counter)
-    failures: int = 0
-    throttles: int = 0
-    pauses: int = 0
-    paused_seconds: float = 0.0
-    delay: float | None = None
-    limit: int | None = None
-    best_latency: float | None = None
-
-
-@dataclass
 class HostSeries:
     """Everything the report draws for one host.
 
@@ -94,7 +81,6 @@ class HostSeries:
     first_t: float = math.inf
     last_t: float = -math.inf
     counted: HostTotals = field(default_factory=HostTotals)
-    _paused_until: float = 0.0
 
     def set_limit(self, t: float, value: int) -> None:
         if not self.limit or self.limit[-1][1] != value:
@@ -105,13 +91,9 @@ class HostSeries:
             self.gap.append((t, value))
 
     def add_pause(self, t: float, until: float) -> None:
-        """Count pause time as the union of pauses, as the end-of-crawl summary does."""
+        """A pause to draw, counted as the summary counts it (the union of pauses)."""
         self.pauses.append(Pause(t, until))
-        self.counted.pauses += 1
-        start = max(t, self._paused_until)
-        if until > start:
-            self.counted.paused_seconds += until - start
-        self._paused_until = max(self._paused_until, until)
+        self.counted.add({"event": "pause", "t": t, "until": until})
 
     @property
     def active(self) -> tuple[float, float]:
@@ -186,7 +168,7 @@ def _parse(text: str) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict):
         return None
-    t = _number(record.get("t"))
+    t = as_number(record.get("t"))
     event = record.get("event")
     if t is None or t < 0 or not isinstance(event, str):
         return None
@@ -212,7 +194,7 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
         crawl.end = max(crawl.end, t)
         return True
     if event == "open":
-        spider, wall = record.get("spider"), _number(record.get("wall"))
+        spider, wall = record.get("spider"), as_number(record.get("wall"))
         if crawl.spider is None and isinstance(spider, str):
             crawl.spider = spider
         if crawl.wall is None and wall is not None:
@@ -225,34 +207,30 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
     if not isinstance(name, str) or not name:
         return False
     host = crawl.host(name)
-    if event == "pause" and _pause_until(record) is None:
+    if event == "pause" and pause_until(record) is None:
         return False
     crawl.end = max(crawl.end, t)
     host.first_t = min(host.first_t, t)
     host.last_t = max(host.last_t, t)
+    if event != "pause":  # add_pause counts it
+        host.counted.add(record)
     second = int(t)
     if event == "start":
         host.started[second] += 1
-        host.counted.requests += 1
-        in_flight = _integer(record.get("in_flight"))
+        in_flight = as_integer(record.get("in_flight"))
         if in_flight is not None and in_flight > host.peak_in_flight.get(second, -1):
             host.peak_in_flight[second] = in_flight
     elif event == "response":
         host.responses[second] += 1
-        status = _integer(record.get("status"))
-        host.counted.responses[f"{status // 100}xx" if status is not None else "?"] += 1
-        latency = _number(record.get("latency"))
+        latency = as_number(record.get("latency"))
         if latency is not None and latency >= 0:
             host.latency_sum[second] = host.latency_sum.get(second, 0.0) + latency
             host.latency_count[second] += 1
-            best = host.counted.best_latency
-            host.counted.best_latency = latency if best is None else min(best, latency)
     elif event == "fail":
         host.failures[second] += 1
-        host.counted.failures += 1
     elif event == "throttle":
         reason = record.get("reason")
-        delay, limit = _number(record.get("delay")), _integer(record.get("limit"))
+        delay, limit = as_number(record.get("delay")), as_integer(record.get("limit"))
         host.throttles.append(
             Throttle(
                 t,
@@ -262,10 +240,9 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
                 record.get("decreased") is True,
             )
         )
-        host.counted.throttles += 1
         _set_state(host, t, delay, limit)
     elif event == "pause":
-        until = _pause_until(record)
+        until = pause_until(record)
         assert until is not None
         host.add_pause(t, until)
     elif event == "resume":
@@ -275,42 +252,15 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
             else:
                 break
     elif event == "change":
-        _set_state(host, t, _number(record.get("delay")), _integer(record.get("limit")))
+        _set_state(host, t, as_number(record.get("delay")), as_integer(record.get("limit")))
     return True
 
 
 def _set_state(host: HostSeries, t: float, delay: float | None, limit: int | None) -> None:
     if delay is not None and delay >= 0:
         host.set_gap(t, delay)
-        host.counted.delay = delay
     if limit is not None and limit >= 0:
         host.set_limit(t, limit)
-        host.counted.limit = limit
-
-
-def _pause_until(record: dict[str, Any]) -> float | None:
-    until = _number(record.get("until"))
-    if until is None:
-        seconds = _number(record.get("seconds"))
-        if seconds is None:
-            return None
-        until = float(record["t"]) + seconds
-    return max(until, float(record["t"]))
-
-
-def _number(value: object) -> float | None:
-    """A finite int or float (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _integer(value: object) -> int | None:
-    number = _number(value)
-    if number is None or number != int(number):
-        return None
-    return int(number)
 
 
 # -- the summary ------------------------------------------------------------------------
@@ -338,20 +288,20 @@ def _totals_from_close(row: dict[str, Any], counted: HostTotals) -> HostTotals:
     """A close-line row; a field that is missing or malformed falls back to the counted one."""
 
     def integer(key: str, fallback: int) -> int:
-        value = _integer(row.get(key))
+        value = as_integer(row.get(key))
         return fallback if value is None or value < 0 else value
 
     def number(key: str, fallback: float | None) -> float | None:
-        value = _number(row.get(key))
+        value = as_number(row.get(key))
         return fallback if value is None or value < 0 else value
 
     responses = counted.responses
     given = row.get("responses")
     if isinstance(given, dict):
         responses = Counter(
-            {str(k): n for k, v in given.items() if (n := _integer(v)) is not None and n >= 0}
+            {str(k): n for k, v in given.items() if (n := as_integer(v)) is not None and n >= 0}
         )
-    limit = _integer(row.get("limit"))
+    limit = as_integer(row.get("limit"))
     return HostTotals(
         requests=integer("requests", counted.requests),
         responses=responses,

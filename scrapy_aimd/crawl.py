@@ -1,0 +1,58 @@
+"""What the Scrapy-side parts of one crawl share, built once per crawler.
+
+The scheduler and the feedback middleware (and the JOBDIR and the shutdown
+grace through the scheduler) work on the same hosts and the same requests:
+one :class:`~scrapy_aimd.settings.HostConfigs` read from the settings, one
+:class:`~scrapy_aimd.inflight.InFlight` registry and one clock. Here too: the
+host key and the robots.txt origin of a request, from Scrapy's per-request
+parsed-URL cache, so that each URL is parsed once, whoever asks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
+
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_aimd.core.hosts import host_key_from_netloc
+from scrapy_aimd.inflight import InFlight
+from scrapy_aimd.settings import HostConfigs, controller_configs
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+
+@dataclass
+class CrawlParts:
+    configs: HostConfigs
+    flights: InFlight[Request] = field(default_factory=InFlight)
+    clock: Callable[[], float] = time.monotonic
+
+
+_PARTS: WeakKeyDictionary[Crawler, CrawlParts] = WeakKeyDictionary()
+
+
+def crawl_parts(crawler: Crawler) -> CrawlParts:
+    """The crawler's shared parts; the first call reads the controller settings
+    (an invalid one raises ``AimdSettingsError`` naming it)."""
+    parts = _PARTS.get(crawler)
+    if parts is None:
+        parts = _PARTS[crawler] = CrawlParts(controller_configs(crawler.settings))
+    return parts
+
+
+def request_host(request: Request) -> str:
+    """The host key of a request (see ``scrapy_aimd.core.hosts``)."""
+    parts = urlparse_cached(request)
+    return host_key_from_netloc(parts.scheme, parts.netloc)
+
+
+def request_origin(request: Request) -> str:
+    """scheme://host[:port] as written: robots.txt is per scheme, host and port."""
+    parts = urlparse_cached(request)
+    return f"{parts.scheme}://{parts.netloc}"

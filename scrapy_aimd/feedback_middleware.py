@@ -1,0 +1,165 @@
+"""The feedback middleware: what each host said, sent out as a signal.
+
+It sits next to the downloader (priority 950), so it sees raw responses and
+exceptions before RetryMiddleware (550) and RedirectMiddleware (600) act on
+them. For every request it sees come back it sends
+``scrapy_aimd.signals.response_feedback``; the scheduler listens, updates the
+host's controller and leaves the controller's :class:`Reaction` in the crawl's
+in-flight registry. When that reaction says the host refused the request (a
+throttle status) or pushed back by timing out, the request goes back to the
+scheduler, which holds it until its host is ready again, up to
+``AIMD_THROTTLE_RETRIES`` times, without using up ``RETRY_TIMES``: a 429 is a
+host asking for later, not a failed page. This middleware decides nothing
+about the host itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import DownloadTimeoutError
+from twisted.internet.error import TimeoutError as TwistedTimeoutError
+
+from scrapy_aimd import signals
+from scrapy_aimd.core.retry_after import parse_retry_after
+from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.settings import read_int
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from typing_extensions import Self
+
+    from scrapy_aimd.core.controller import Reaction
+
+logger = logging.getLogger(__name__)
+
+TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
+THROTTLE_RETRIES_META = "aimd_throttle_retries"
+
+
+class AimdDownloaderMiddleware:
+    """Measures fetch latency, reads status and Retry-After, sends the feedback."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        parts = crawl_parts(crawler)
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.configs = parts.configs
+        self.flights = parts.flights
+        self.clock = parts.clock
+        self.max_throttle_retries = read_int(
+            crawler.settings, "AIMD_THROTTLE_RETRIES", 10, minimum=0
+        )
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_request(self, request: Request) -> None:
+        self.flights.open(request).sent_at = self.clock()
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        sent_at = self._sent_at(request)
+        status = response.status
+        retry_after = None
+        if status in self.configs.for_host(request_host(request)).throttle_codes:
+            retry_after = self._retry_after(request, response)
+        self._send(
+            request,
+            response=response,
+            status=status,
+            latency=self._latency(request, sent_at),
+            retry_after=retry_after,
+            downloaded=sent_at is not None,
+        )
+        reaction = self._reaction(request)
+        if sent_at is not None and reaction is not None and reaction.refused:
+            return self._requeue(request, str(status)) or response
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        sent_at = self._sent_at(request)
+        timeout = isinstance(exception, TIMEOUT_ERRORS)
+        self._send(
+            request,
+            exception=exception,
+            timeout=timeout,
+            downloaded=sent_at is not None,
+        )
+        reaction = self._reaction(request)
+        # A timeout has no response to refuse with: it is queued again when the
+        # controller read it as the host pushing back.
+        if sent_at is not None and timeout and reaction is not None and reaction.throttled:
+            return self._requeue(request, "timeout")
+        return None
+
+    def _sent_at(self, request: Request) -> float | None:
+        flight = self.flights.get(request)
+        return None if flight is None else flight.sent_at
+
+    def _reaction(self, request: Request) -> Reaction | None:
+        """What the controller made of this answer (None: not ours to judge), and
+        the request's entry is let go of."""
+        flight = self.flights.get(request)
+        if flight is None:
+            return None
+        reaction, flight.reaction, flight.sent_at = flight.reaction, None, None
+        self.flights.settle(request)
+        return reaction
+
+    def _send(self, request: Request, **feedback: Any) -> None:
+        feedback.setdefault("response", None)
+        feedback.setdefault("status", None)
+        feedback.setdefault("latency", None)
+        feedback.setdefault("retry_after", None)
+        feedback.setdefault("exception", None)
+        feedback.setdefault("timeout", False)
+        self.crawler.signals.send_catch_log(
+            signal=signals.response_feedback, request=request, **feedback
+        )
+
+    def _latency(self, request: Request, sent_at: float | None) -> float | None:
+        """Fetch latency: Scrapy's ``download_latency`` (send to headers) when it is
+        this attempt's, else the time since this middleware let the request pass."""
+        if sent_at is None:
+            return None
+        elapsed = self.clock() - sent_at
+        latency = request.meta.get("download_latency")
+        if isinstance(latency, (int, float)) and 0 <= latency <= elapsed + 0.01:
+            return float(latency)
+        return elapsed
+
+    def _retry_after(self, request: Request, response: Response) -> float | None:
+        header = response.headers.get(b"Retry-After")
+        if header is None:
+            return None
+        seconds = parse_retry_after(header, time.time())
+        if seconds is None:
+            self.stats.inc_value("aimd/retry_after/invalid")
+            logger.debug("Ignoring an invalid Retry-After %r from %s", header, request.url)
+        return seconds
+
+    def _requeue(self, request: Request, reason: str) -> Request | None:
+        if request.meta.get("dont_retry"):
+            return None
+        tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
+        if tries >= self.max_throttle_retries:
+            self.stats.inc_value("aimd/requeue/gave_up")
+            logger.warning(
+                "Gave up on %s after %d throttled attempts (%s); AIMD_THROTTLE_RETRIES=%d",
+                request.url,
+                tries + 1,
+                reason,
+                self.max_throttle_retries,
+            )
+            return None
+        again = request.replace(dont_filter=True)
+        again.meta[THROTTLE_RETRIES_META] = tries + 1
+        self.stats.inc_value("aimd/requeued")
+        self.stats.inc_value(f"aimd/requeued/{reason}")
+        logger.debug("Queued %s again after %s (attempt %d)", request.url, reason, tries + 2)
+        return again
