@@ -999,6 +999,32 @@ def test_from_state_rejects_a_damaged_state(state: object) -> None:
         HostController.from_state(ControllerConfig(), bad)  # type: ignore[arg-type]
 
 
+def test_a_cancelled_start_does_not_spend_the_gap() -> None:
+    # The request never reached the host (answered from a cache, dropped).
+    host = make(min_delay=5.0, max_concurrency=1)
+    first = host.start(0.0)
+    host.finish(first, 0.1, status=200, latency=0.1)
+    assert host.ready_at(0.1) == 5.0
+    second = host.start(5.0)
+    host.cancel(second)
+    assert host.ready_at(5.0) == 5.0  # not 10.0: nothing was sent at 5.0
+    third = host.start(5.0)
+    host.finish(third, 5.1, status=200, latency=0.1)
+    assert host.ready_at(5.1) == 10.0
+
+
+def test_the_gap_counts_from_when_the_request_was_sent() -> None:
+    host = make(min_delay=1.0, max_concurrency=4, adaptive=False)
+    first = host.start(0.0)
+    host.sent(first, 0.08)  # the reactor was busy: it left 80 ms after it started
+    assert host.ready_at(0.5) == pytest.approx(1.08)
+    host.sent(first, 0.05)  # never earlier than what is known
+    assert host.ready_at(0.5) == pytest.approx(1.08)
+    host.finish(first, 0.2, status=200, latency=0.1)
+    host.sent(first, 0.9)  # a released ticket says nothing
+    assert host.ready_at(0.5) == pytest.approx(1.08)
+
+
 # -- the module stays pure -------------------------------------------------------------
 
 
@@ -1116,6 +1142,54 @@ class HealthyHost:
 
 
 @dataclasses.dataclass
+class PathHost:
+    """Pages whose latency depends on the path, in the crawl's order: runs of
+    ``slow_run`` dynamic pages, then ``fast_run`` cached or static ones. With
+    ``capacity``, a 503 answers at once above that many in flight (nginx's limit_conn)."""
+
+    slow: float
+    fast: float
+    slow_run: int
+    fast_run: int
+    capacity: int | None = None
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(6))
+    served: int = 0
+    busy_until: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def mean_latency(self) -> float:
+        runs = self.slow_run + self.fast_run
+        return (self.slow * self.slow_run + self.fast * self.fast_run) / runs
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        self.busy_until = [t for t in self.busy_until if t > now]
+        if self.capacity is not None and len(self.busy_until) >= self.capacity:
+            return 503, 0.002, None
+        index = self.served % (self.slow_run + self.fast_run)
+        self.served += 1
+        base = self.slow if index < self.slow_run else self.fast
+        latency = base * self.jitter.uniform(0.8, 1.2)
+        self.busy_until.append(now + latency)
+        return 200, latency, None
+
+
+@dataclasses.dataclass
+class OutageHost:
+    """A healthy host that answers every request with a fast 503, without Retry-After,
+    for ``length`` seconds from ``begin`` (a deploy, a restart)."""
+
+    latency: float
+    begin: float
+    length: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(7))
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if self.begin <= now < self.begin + self.length:
+            return 503, 0.01, None
+        return 200, self.latency * self.jitter.uniform(0.8, 1.2), None
+
+
+@dataclasses.dataclass
 class SimResult:
     duration: float
     ok: int = 0
@@ -1125,6 +1199,10 @@ class SimResult:
     latency_sum: float = 0.0
     concurrency_seconds: float = 0.0
     final: str = ""
+    ok_times: list[float] = dataclasses.field(default_factory=list)
+    """When each accepted answer came back."""
+    limits: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+    """(time, limit) each time the concurrency limit changed."""
 
     @property
     def rate(self) -> float:
@@ -1148,11 +1226,17 @@ class SimResult:
         return self.concurrency_seconds / self.duration
 
 
-def simulate(cfg: ControllerConfig, model: ModelHost, duration: float) -> SimResult:
-    """Drive one controller against one model host on a fake clock."""
+def simulate(
+    cfg: ControllerConfig, model: ModelHost, duration: float, *, robots: float | None = None
+) -> SimResult:
+    """Drive one controller against one model host on a fake clock; ``robots``, the
+    latency of a robots.txt fetched first (the robots gate holds the pages until then)."""
     host = HostController(cfg)
     result = SimResult(duration=duration)
-    drive(host, model, 0.0, duration, result)
+    start = 0.0
+    if robots is not None:
+        start = fetch_robots(host, robots)
+    drive(host, model, start, duration, result)
     result.final = repr(host)
     return result
 
@@ -1183,10 +1267,13 @@ def drive(
                 result.throttled += 1
             else:
                 result.ok += 1
+                result.ok_times.append(now)
                 result.latency_sum += latency
                 result.ok_second_half += now >= start + (end - start) / 2
             if reaction.decreased and reaction.paused_until is not None:
                 result.pauses += 1
+            if not result.limits or result.limits[-1][1] != host.concurrency:
+                result.limits.append((now, host.concurrency))
     for _, _, ticket, *_ in events:
         host.cancel(ticket)
 
@@ -1201,6 +1288,8 @@ class Scenario(NamedTuple):
     """The largest share of requests the host may refuse (429 or 503)."""
     settled: bool = False
     """Judge the second half only: the host changes half way through."""
+    config: tuple[tuple[str, Any], ...] = ()
+    """ControllerConfig fields other than the defaults (a host with room for many)."""
 
 
 # Latencies are the host's normal fetch time (jittered by +-20 %); the crawl has an
@@ -1238,16 +1327,43 @@ SCENARIOS: dict[str, Scenario] = {
         lambda: ShiftHost(0.05, 0.5, 300.0), 8 / 0.5, 0.7, settled=True
     ),
     "healthy, 0.1 s": Scenario(lambda: HealthyHost(0.1), 8 / 0.1, 0.95),
+    # Pages whose latency depends on the path: 20 dynamic pages of 0.5 s, then 10
+    # static ones of 5 ms; with room for 8, then with nginx's limit_conn 2.
+    "mixed 0.5 s / 5 ms pages": Scenario(
+        lambda: PathHost(0.5, 0.005, 20, 10), 8 / PathHost(0.5, 0.005, 20, 10).mean_latency, 0.0
+    ),
+    "limit_conn 2, mixed pages": Scenario(
+        lambda: PathHost(0.5, 0.003, 20, 10, capacity=2),
+        2 / PathHost(0.5, 0.003, 20, 10).mean_latency,
+        0.0,
+    ),
+    # Room for one request at a time, pages slow to the first byte.
+    "capacity 1, 0.5 s": Scenario(lambda: CapacityHost(1, 0.5), 1 / 0.5, 0.0),
+    # A slow host with room for many (and a limit that lets it use them).
+    "capacity 10, 1 s, max 16": Scenario(
+        lambda: CapacityHost(10, 1.0), 10 / 1.0, 0.0, config=(("max_concurrency", 16),)
+    ),
+    # A bursty bucket that asks for 2 s pauses.
+    "bucket 20/s burst 20 RA 2, 0.2 s": Scenario(
+        lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.0
+    ),
+    # A healthy host that answers 503 for a minute at 60 s.
+    "outage 60 s, 0.1 s": Scenario(
+        lambda: OutageHost(0.1, 60.0, 60.0), 8 / 0.1 * (600 - 60) / 600, 0.0
+    ),
 }
 
 
-def crawl_pages(cfg: ControllerConfig, model: ModelHost, pages: int) -> SimResult:
+def crawl_pages(
+    cfg: ControllerConfig, model: ModelHost, pages: int, *, robots: float | None = None
+) -> SimResult:
     """A short crawl: fetch ``pages`` pages (refused ones are asked again), from the
-    first request on; the start-up, not the steady state."""
+    first request on; the start-up, not the steady state. ``robots``: the latency of
+    a robots.txt fetched first."""
     host = HostController(cfg)
     result = SimResult(duration=0.0)
     events: list[tuple[float, int, Ticket, int, float, float | None]] = []
-    now = 0.0
+    now = 0.0 if robots is None else fetch_robots(host, robots)
     while result.ok < pages:
         while host.ready_at(now) <= now and result.ok + len(events) < pages:
             ticket = host.start(now)
@@ -1270,7 +1386,56 @@ def crawl_pages(cfg: ControllerConfig, model: ModelHost, pages: int) -> SimResul
 
 
 def run_scenario(name: str, duration: float = 600.0, **overrides: Any) -> SimResult:
-    return simulate(ControllerConfig(**overrides), SCENARIOS[name].model(), duration)
+    scenario = SCENARIOS[name]
+    cfg = ControllerConfig(**{**dict(scenario.config), **overrides})
+    return simulate(cfg, scenario.model(), duration)
+
+
+def fetch_robots(host: HostController, latency: float) -> float:
+    """robots.txt, fetched first; it is not a page."""
+    ticket = host.start(0.0)
+    host.finish(ticket, latency, status=200, latency=latency, **FINISH_ROBOTS)
+    return latency
+
+
+FINISH_ROBOTS: dict[str, Any] = {"page": False}
+"""What the adapter passes to finish() for a robots.txt answer."""
+
+
+def back_at_full_pace(result: SimResult, since: float, best: float, window: float = 2.0) -> float:
+    """The first time from ``since`` on at which the host serves 90 % of ``best``
+    over ``window`` seconds (inf if never)."""
+    times = result.ok_times
+    j = 0
+    for i, t in enumerate(times):
+        if t < since:
+            continue
+        j = max(j, i)
+        while j < len(times) and times[j] < t + window:
+            j += 1
+        if j - i >= 0.9 * best * window:
+            return t
+    return math.inf
+
+
+def outage_recovery(length: float, begin: float = 60.0) -> float:
+    """Seconds from the start of an outage of ``length`` seconds until the host is
+    back at its full pace (the target: 2 x length + 30)."""
+    duration = begin + 4 * length + 120.0
+    result = simulate(ControllerConfig(), OutageHost(0.1, begin, length), duration)
+    return back_at_full_pace(result, begin + length, 8 / 0.1) - begin
+
+
+def rounds_to_capacity(capacity: int, latency: float, max_concurrency: int) -> float:
+    """Rounds (of ``latency`` seconds) until a slow host serves ``capacity`` at once."""
+    cfg = ControllerConfig(max_concurrency=max_concurrency)
+    result = simulate(cfg, CapacityHost(capacity, latency), 60 * latency)
+    return back_at_full_pace(result, 0.0, capacity / latency, window=latency) / latency
+
+
+def first_seconds(name: str, seconds: float) -> SimResult:
+    """The first ``seconds`` of a scenario: its start-up."""
+    return run_scenario(name, seconds)
 
 
 def achieved(scenario: Scenario, result: SimResult) -> float:
@@ -1369,6 +1534,34 @@ def main(argv: list[str]) -> None:
         print(
             f"{name:30} {r.rate / scenario.best:9.3f} {r.throttled_fraction:8.2%} {r.duration:8.1f}"
         )
+    print_new_cases()
+
+
+def print_new_cases() -> None:
+    """The cases of the controller on real sites: a fast robots.txt, an outage, a
+    slow host with room for many, a bursty bucket asking for 2 s pauses."""
+    r = crawl_pages(ControllerConfig(), CapacityHost(1, 0.5), 16, robots=0.003)
+    print(
+        f"\nrobots.txt 3 ms, 16 pages of 0.5 s, capacity 1: {r.duration:.1f} s"
+        f" (ideal 8.0 s), {r.throttled} refused"
+    )
+    for length in (5.0, 20.0, 60.0):
+        took = outage_recovery(length)
+        print(
+            f"outage of {length:g} s (503, no Retry-After): full pace {took:.1f} s after it"
+            f" began (target {2 * length + 30:g} s)"
+        )
+    rounds = rounds_to_capacity(10, 1.0, 16)
+    print(
+        f"1 s pages, room for 10, max 16: capacity after {rounds:.1f} rounds"
+        f" (target {math.log2(10) + 2:.1f})"
+    )
+    name = "bucket 20/s burst 20 RA 2, 0.2 s"
+    r = first_seconds(name, 60.0)
+    print(f"{name}: {r.pauses} pauses in the first 60 s, rate/best {r.rate / 20.0:.3f}")
+    name = "limit_conn 2, mixed pages"
+    r = run_scenario(name)
+    print(f"{name}: {r.throttled} refused in 600 s")
 
 
 def sweep() -> None:
@@ -1390,28 +1583,3 @@ def sweep() -> None:
 if __name__ == "__main__":
     main(sys.argv)
 
-
-def test_a_cancelled_start_does_not_spend_the_gap() -> None:
-    # The request never reached the host (answered from a cache, dropped).
-    host = make(min_delay=5.0, max_concurrency=1)
-    first = host.start(0.0)
-    host.finish(first, 0.1, status=200, latency=0.1)
-    assert host.ready_at(0.1) == 5.0
-    second = host.start(5.0)
-    host.cancel(second)
-    assert host.ready_at(5.0) == 5.0  # not 10.0: nothing was sent at 5.0
-    third = host.start(5.0)
-    host.finish(third, 5.1, status=200, latency=0.1)
-    assert host.ready_at(5.1) == 10.0
-
-
-def test_the_gap_counts_from_when_the_request_was_sent() -> None:
-    host = make(min_delay=1.0, max_concurrency=4, adaptive=False)
-    first = host.start(0.0)
-    host.sent(first, 0.08)  # the reactor was busy: it left 80 ms after it started
-    assert host.ready_at(0.5) == pytest.approx(1.08)
-    host.sent(first, 0.05)  # never earlier than what is known
-    assert host.ready_at(0.5) == pytest.approx(1.08)
-    host.finish(first, 0.2, status=200, latency=0.1)
-    host.sent(first, 0.9)  # a released ticket says nothing
-    assert host.ready_at(0.5) == pytest.approx(1.08)
