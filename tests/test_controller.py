@@ -91,7 +91,7 @@ def test_config_is_frozen_and_takes_any_iterable_of_codes() -> None:
         ("fast_latency", -0.1),
         ("latency_factor", 0.5),
         ("max_retry_after", -1.0),
-        ("delay_step", 0.0),
+        ("recovery", 0.0),
         ("margin", 0.0),
         ("probe_time", 0.0),
         ("approach_time", 0.0),
@@ -177,7 +177,7 @@ def test_fixed_concurrency_stays_at_max() -> None:
         (304, FAST, "good"),
         (429, FAST, "rate_limit"),
         (503, FAST, "overload"),
-        (200, 0.3, "overload"),  # above the 0.25 s fast latency
+        (200, 0.3, "neutral"),  # one slow page among fast ones: no signal
         (404, FAST, "neutral"),
         (403, FAST, "neutral"),
         (500, FAST, "neutral"),
@@ -227,12 +227,73 @@ def test_timeout_is_overload_and_other_failures_are_neutral() -> None:
     assert host.concurrency == 1
 
 
-def test_latency_threshold_follows_the_best_recent_latency() -> None:
-    host = make(latency_window=60.0)
+def test_latency_threshold_follows_the_baseline() -> None:
+    host = make(latency_window=60.0, max_concurrency=1)
     now = one_good(host, 0.0, latency=1.0)  # a slow host: 1 s is its normal
     assert host.best_latency == 1.0
     assert host.finish(host.start(now), now + 1.9, status=200, latency=1.9).kind == "good"
-    assert host.finish(host.start(now + 2), now + 4.1, status=200, latency=2.1).kind == "overload"
+    now += 2.0
+    kinds = []
+    for _ in range(3):  # a sustained rise above 2 x 1 s
+        now = max(now, host.ready_at(now))
+        kinds.append(host.finish(host.start(now), now + 2.1, status=200, latency=2.1).kind)
+        now += 2.1
+    assert kinds == ["neutral", "neutral", "overload"]
+
+
+def test_one_slow_page_among_fast_ones_is_no_signal() -> None:
+    host = make(max_concurrency=1)
+    now = 0.0
+    for _ in range(10):
+        now = one_good(host, now)
+    reaction = host.finish(host.start(now), now + 2.0, status=200, latency=2.0)
+    assert reaction.kind == "neutral"
+    assert reaction.decreased is False
+    assert host.delay == 0.0
+
+
+def test_robots_redirects_and_errors_never_set_the_baseline() -> None:
+    # robots.txt in 3 ms, a redirect and a 404 in 2 ms; pages of 0.5 s.
+    host = make(max_concurrency=1)
+    ticket = host.start(0.0)
+    assert host.finish(ticket, 0.003, status=200, latency=0.003, page=False).kind == "good"
+    assert host.best_latency is None
+    host.finish(host.start(0.003), 0.005, status=301, latency=0.002)
+    host.finish(host.start(0.005), 0.007, status=404, latency=0.002)
+    assert host.best_latency is None
+    now = 0.007
+    for _ in range(10):
+        now = max(now, host.ready_at(now))
+        reaction = host.finish(host.start(now), now + 0.5, status=200, latency=0.5)
+        assert reaction.kind == "good"
+        now += 0.5
+    assert host.delay == 0.0
+    assert host.best_latency == 0.5
+
+
+def test_one_fast_outlier_cannot_set_the_baseline() -> None:
+    host = make(max_concurrency=1)
+    now = one_good(host, 0.0, latency=0.5)
+    now = one_good(host, now, latency=0.003)  # a cached page
+    assert host.best_latency == 0.5
+    for _ in range(5):
+        now = one_good(host, now, latency=0.5)
+    assert host.delay == 0.0
+
+
+def test_a_rise_that_a_lower_load_does_not_bring_down_is_a_new_normal() -> None:
+    # Pages become ten times slower: the limit is halved once, then given back.
+    host = make(max_concurrency=8)
+    now = grow_to(host, 8)
+    for _ in range(5):
+        now = good_round(host, now)
+    limits = []
+    for _ in range(6):
+        now = good_round(host, now, latency=0.5)
+        limits.append(host.concurrency)
+    assert min(limits) < 8
+    assert limits[-1] == 8
+    assert host.best_latency is not None and host.best_latency >= 0.25
 
 
 def test_best_latency_is_a_window_minimum_that_can_rise_again() -> None:
@@ -287,23 +348,25 @@ def test_a_signal_from_after_the_decrease_decreases_again() -> None:
     host = make()
     now = grow_to(host, 4)
     tickets = [host.start(now) for _ in range(4)]
-    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
-    assert host.concurrency == 2
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.01, status=200, latency=0.01)
+    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    assert host.concurrency == 2
     late = host.start(now + 0.01)  # starts after the decrease: a new round
     assert host.finish(late, now + 0.02, status=503, latency=0.01).decreased is True
     assert host.concurrency == 1
 
 
-def test_overload_at_concurrency_1_doubles_the_gap_from_1s_when_nothing_is_known() -> None:
+def test_overload_at_concurrency_1_widens_the_gap_from_1s_when_nothing_is_known() -> None:
+    # Then doubles it; refused again with no good answer between (an outage), it
+    # grows by half at a time, so the host is not left waiting for a whole outage.
     host = make(initial_backoff=1.0)
     reaction = host.fail(host.start(0.0), 30.0, timeout=True)
     assert reaction.decreased is True
     assert host.concurrency == 1
     assert host.delay == 1.0
     now = 30.0
-    for expected in (2.0, 4.0, 8.0):
+    for expected in (2.0, 3.0, 4.5):
         now = max(now, host.ready_at(now))
         host.fail(host.start(now), now + 30.0, timeout=True)
         now += 30.0
@@ -374,7 +437,7 @@ def test_rate_limit_sets_the_gap_from_the_accepted_pace_with_a_margin() -> None:
 
 
 def test_rate_limit_pace_does_not_count_time_spent_paused() -> None:
-    # 4 requests/s, a 429 with a 10 s pause, two requests at the new gap, another 429:
+    # 4 requests/s, a 503 with a 10 s pause, two requests at the new gap, a 429:
     # the host accepted a request every 0.3 s, not two in 10 s.
     host = make(margin=0.2, max_concurrency=1)
     now = 0.0
@@ -382,7 +445,7 @@ def test_rate_limit_pace_does_not_count_time_spent_paused() -> None:
         ticket = host.start(now)
         now += 0.25
         host.finish(ticket, now, status=200, latency=0.05)
-    host.finish(host.start(now), now + 0.05, status=429, latency=0.05, retry_after=10.0)
+    host.finish(host.start(now), now + 0.05, status=503, latency=0.05, retry_after=10.0)
     assert host.delay == pytest.approx(0.3)
     now = host.ready_at(now)
     assert now == pytest.approx(11.05)
@@ -425,7 +488,7 @@ def test_rate_limit_never_narrows_the_gap() -> None:
 def test_a_503_with_retry_after_held_by_the_limit_halves_it_and_pauses_without_a_gap() -> None:
     # A server with two workers answers the third request at once with 503 and
     # Retry-After: the pace it accepted was the limit's, not a rate it sets.
-    host = make()
+    host = make(max_concurrency=3)
     now = grow_to(host, 3)
     assert host.delay == 0.0
     tickets = [host.start(now) for _ in range(3)]
@@ -490,10 +553,10 @@ def test_a_503_with_retry_after_below_a_limit_already_refused_is_a_rate_limit() 
     host = make()
     now = grow_to(host, 4)
     tickets = [host.start(now) for _ in range(4)]
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.01, status=200, latency=0.01)
     first = host.finish(tickets[0], now + 0.02, status=503, latency=0.02, retry_after=1.0)
     assert first.kind == "overload"
-    for ticket in tickets[1:]:
-        host.finish(ticket, now + 0.02, status=200, latency=0.02)
     assert host.concurrency == 2
     assert host.delay == 0.0
     now = host.ready_at(now)
@@ -584,24 +647,34 @@ def test_a_pause_holds_requests_already_at_the_limit_too() -> None:
 # -- rule 5: recovery ---------------------------------------------------------------
 
 
-def test_recovery_closes_the_gap_before_the_limit_grows() -> None:
-    host = make(delay_step=0.25, initial_backoff=1.0)
+def test_recovery_halves_the_gap_in_logarithmic_time() -> None:
+    host = make(initial_backoff=1.0, recovery=1.0)
     host.fail(host.start(0.0), 1.0, timeout=True)
     assert host.delay == 1.0
     now = 1.0
     delays = [host.delay]
     while host.delay > 0.0:
         now = one_good(host, now)
-        assert host.concurrency == 1
         assert host.delay < delays[-1]
         delays.append(host.delay)
-    assert delays == [1.0, 0.75, 0.5, 0.25, 0.0]
-    now = one_good(host, now)
-    assert host.concurrency == 2
+    assert delays[:4] == [1.0, 0.5, 0.25, 0.125]
+    assert len(delays) <= math.log2(1.0 / 0.001) + 2
 
 
-def test_the_limit_grows_by_one_after_a_full_round_at_the_limit() -> None:
-    host = make(max_concurrency=8)
+def test_while_the_gap_closes_below_one_request_at_a_time_the_limit_may_grow() -> None:
+    host = make(initial_backoff=1.0, max_concurrency=8)
+    host.fail(host.start(0.0), 1.0, timeout=True)
+    now = 1.0
+    while host.delay > 0.25:
+        now = one_good(host, now, latency=0.2)
+    assert host.concurrency == 1
+    while host.delay > 0.0:
+        now = good_round(host, now, latency=0.2)  # 0.2 s pages: the limit sets the pace
+    assert host.concurrency > 1
+
+
+def test_slow_start_doubles_the_limit_per_full_round() -> None:
+    host = make(max_concurrency=16)
     now = 0.0
     assert host.concurrency == 1
     now = one_good(host, now)
@@ -611,7 +684,63 @@ def test_the_limit_grows_by_one_after_a_full_round_at_the_limit() -> None:
     host.finish(a, now + FAST, status=200, latency=FAST)
     assert host.concurrency == 2
     host.finish(b, now + FAST, status=200, latency=FAST)
-    assert host.concurrency == 3
+    assert host.concurrency == 4
+    now = good_round(host, now + FAST)
+    assert host.concurrency == 8
+    now = good_round(host, now)
+    assert host.concurrency == 16
+
+
+def test_after_the_first_pushback_the_limit_grows_by_one_per_round() -> None:
+    host = make(max_concurrency=16)
+    now = grow_to(host, 8)
+    tickets = [host.start(now) for _ in range(8)]
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + FAST, status=200, latency=FAST)
+    host.finish(tickets[0], now + FAST, status=503, latency=FAST)
+    assert host.concurrency == 4
+    now = good_round(host, now + FAST)
+    assert host.concurrency == 5
+    now = good_round(host, now)
+    assert host.concurrency == 6
+
+
+def test_slow_start_ends_at_what_the_host_served_at_once() -> None:
+    # Room for 10 and 1 s pages: 16 at once are too many, but the 10 that were served
+    # set the limit, and 11 is the limit it was overloaded at.
+    result = simulate(ControllerConfig(max_concurrency=16), CapacityHost(10, 1.0), 20.0)
+    assert "concurrency=10" in result.final
+    assert rounds_to_capacity(10, 1.0, 16) <= math.log2(10) + 2
+
+
+def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
+    # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
+    # answers (cached pages) must not push the limit up.
+    host = make(max_concurrency=8)
+    now = 0.0
+    while host.concurrency < 4:
+        now = good_round(host, now, latency=0.5)
+    tickets = [host.start(now) for _ in range(4)]
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.5, status=200, latency=0.5)
+    host.finish(tickets[0], now + 0.5, status=503, latency=0.002)
+    assert host.concurrency == 2
+    now = good_round(host, now + 0.5, latency=0.5)
+    assert host.concurrency == 3  # 4 was too many, 3 was not tried
+    tickets = [host.start(now) for _ in range(3)]
+    for ticket in tickets[1:]:
+        host.finish(ticket, now + 0.5, status=200, latency=0.5)
+    host.finish(tickets[0], now + 0.5, status=503, latency=0.002)
+    assert host.concurrency == 2
+    now += 31.0
+    for _ in range(10):
+        now = good_round(host, now, latency=0.003)
+    assert host.concurrency == 2
+    limits = []
+    for _ in range(6):  # rounds that load the host count (once slow pages are normal again)
+        now = good_round(host, now, latency=0.5)
+        limits.append(host.concurrency)
+    assert limits[-1] == 3, limits
 
 
 def test_the_limit_grows_only_if_the_host_used_it() -> None:
@@ -637,8 +766,9 @@ def test_a_slow_good_response_does_not_count_for_growth() -> None:
     assert host.concurrency == 2
     a, b = host.start(now), host.start(now)
     host.finish(a, now + 0.01, status=200, latency=0.01)
-    host.finish(b, now + 0.5, status=200, latency=0.5)  # a spike
-    assert host.concurrency == 1
+    reaction = host.finish(b, now + 0.5, status=200, latency=0.5)  # one slow page
+    assert reaction.kind == "neutral"
+    assert host.concurrency == 2  # the round at 2 is not complete
 
 
 def test_neutral_outcomes_change_nothing() -> None:
@@ -659,7 +789,7 @@ def test_neutral_outcomes_change_nothing() -> None:
 
 
 def test_responses_from_before_a_decrease_do_not_undo_it() -> None:
-    host = make(delay_step=0.5)
+    host = make()
     now = grow_to(host, 2)
     a, b = host.start(now), host.start(now)
     host.finish(a, now + 0.01, status=503, latency=0.01)
@@ -670,7 +800,7 @@ def test_responses_from_before_a_decrease_do_not_undo_it() -> None:
 
 
 def test_near_the_pushback_gap_the_gap_closes_gently() -> None:
-    host = make(max_concurrency=1, margin=0.25, delay_step=0.1, probe_time=30.0)
+    host = make(max_concurrency=1, margin=0.25, probe_time=30.0)
     now = 0.0
     for _ in range(10):  # 4 requests/s accepted, then a 429
         ticket = host.start(now)
@@ -695,10 +825,10 @@ def test_near_the_pushback_gap_the_gap_closes_gently() -> None:
     assert host.state()["pushback"] is None
 
 
-def test_a_gap_far_above_the_pushback_closes_by_the_step_then_slows_down() -> None:
+def test_a_gap_far_above_the_pushback_comes_back_by_halving_then_gently() -> None:
     # An overload at concurrency 1 doubles from a spacing of 0.5 s: back towards 0.6 s
-    # by additive steps, slowing down as it comes near, then gently.
-    host = make(max_concurrency=1, margin=0.2, delay_step=0.1, approach_time=2.0)
+    # by halving the excess per response, then gently.
+    host = make(max_concurrency=1, margin=0.2, recovery=1.0, approach_time=2.0)
     now = 0.0
     for _ in range(6):
         ticket = host.start(now)
@@ -710,13 +840,15 @@ def test_a_gap_far_above_the_pushback_closes_by_the_step_then_slows_down() -> No
     for _ in range(4):
         now = one_good(host, now)
         delays.append(host.delay)
-    assert delays[:2] == pytest.approx([0.9, 0.8])
-    assert 0.6 < delays[3] < delays[2] < 0.8
-    assert delays[2] - delays[3] < 0.1
+    assert delays == pytest.approx([0.8, 0.7, 0.65, 0.625], abs=0.002)
     start = now
     while host.delay > 0.605:
         now = one_good(host, now)
-    assert now - start < 15.0  # a few approach times, not a probe time
+    assert now - start < 5.0  # a few halvings, not a probe time
+    start = now
+    while host.delay > 0.5:
+        now = one_good(host, now)
+    assert now - start > 10.0  # near the pushback: gently
 
 
 def test_a_strict_limiter_costs_few_refusals_at_the_start() -> None:
@@ -729,8 +861,9 @@ def test_a_strict_limiter_costs_few_refusals_at_the_start() -> None:
 
 
 def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
-    # A bursty limiter accepts our own pace until its bucket is empty: refused again
-    # before the gap closed, the gap doubles, then quadruples.
+    # A bursty limiter accepts our own pace until its bucket is empty: the first pause
+    # halves the measured pace; refused again before the gap closed, the gap doubles,
+    # then quadruples.
     host = make(max_concurrency=1, margin=0.2)
     now = 0.0
     gaps = []
@@ -744,12 +877,13 @@ def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
         host.finish(host.start(now), now + 0.01, status=429, latency=0.01, retry_after=1.0)
         gaps.append(host.delay)
         now += 1.01
-    assert gaps[0] == pytest.approx(0.012)  # the measured 10 ms, plus the margin
+    assert gaps[0] == pytest.approx(0.02)  # the measured 10 ms, halved
     assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
     assert gaps[2] == pytest.approx(4 * gaps[1], rel=0.05)
     # By the fourth refusal the gap had come back by more than half the margin: the
     # host refused near its limit, and the margin is enough again.
-    assert gaps[3] == pytest.approx(1.2 * 0.0805, rel=0.05)
+    assert gaps[3] < gaps[2]
+    assert gaps[3] == pytest.approx(1.2 * host.state()["pushback"])
 
 
 def test_a_rate_limit_soon_after_the_last_one_doubles_the_gap() -> None:
@@ -794,37 +928,40 @@ def test_after_a_rate_limit_the_limit_grows_while_it_holds_the_host_back() -> No
 
 
 def test_the_limit_at_which_the_host_was_overloaded_is_tried_again_only_now_and_then() -> None:
-    host = make(max_concurrency=8, probe_time=30.0)
-    now = grow_to(host, 5)
-    tickets = [host.start(now) for _ in range(5)]
-    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    host = make(max_concurrency=12, probe_time=30.0)
+    now = grow_to(host, 8)
+    tickets = [host.start(now) for _ in range(8)]
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.01, status=200, latency=0.01)
-    assert host.concurrency == 3
-    now = grow_to(host, 4, now + 0.01)
+    host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
+    assert host.concurrency == 4
+    now = grow_to(host, 7, now + 0.01)
     overloaded = now
     for _ in range(100):
         now = good_round(host, now)
-    assert host.concurrency == 4  # 5 was too many: not again within 30 s
+    assert host.concurrency == 7  # 8 was too many: not again within 30 s
     now = good_round(host, overloaded + 30.0)
-    assert host.concurrency == 5
-    now = good_round(host, now)  # a full round at 5 went well: the host has changed
-    assert host.concurrency == 6
+    assert host.concurrency == 8
+    now = good_round(host, now)  # a full round at 8 went well: the host has changed
+    assert host.concurrency == 9
     now = good_round(host, now)
-    assert host.concurrency == 7
+    assert host.concurrency == 10
 
 
 def test_a_latency_spike_does_not_mark_a_pushback() -> None:
     # A host whose pages became slower must not close its gap gently for good.
-    host = make(max_concurrency=1, delay_step=0.25)
+    host = make(max_concurrency=1)
     now = 0.0
     for _ in range(5):
         now = one_good(host, now, latency=0.05)
-    reaction = host.finish(host.start(now), now + 0.5, status=200, latency=0.5)
+    for _ in range(3):
+        now = max(now, host.ready_at(now))
+        reaction = host.finish(host.start(now), now + 0.5, status=200, latency=0.5)
+        now += 0.5
     assert reaction.kind == "overload"
     assert reaction.decreased is True
     assert reaction.refused is False
-    assert host.delay == pytest.approx(0.1)
+    assert host.delay > 0.0
     assert host.state()["pushback"] is None
 
 
@@ -1454,12 +1591,16 @@ def test_simulated_host(name: str) -> None:
 
 #: Short crawls: (scenario, pages, most seconds, most refusals). The seconds allow the
 #: start-up (one refusal and its pause, or the search for a rate) above pages / best.
+#: Slow start's one overshoot may cost up to half a round of refusals (capacity 4:
+#: 8 at once, 4 refused), as TCP's does; it reaches a slow host's capacity in
+#: log2(capacity) rounds instead of capacity rounds.
 SHORT_CRAWLS = [
     ("capacity 2 Retry-After, 0.1 s", 150, 7.5 + 1.0 + 0.9, 2),
     ("capacity 2 Retry-After, 0.1 s", 100, 5.0 + 1.0 + 0.9, 2),
-    ("capacity 4, 0.2 s", 150, 7.5 + 0.9, 2),
+    ("capacity 4, 0.2 s", 150, 7.5 + 0.9, 4),
     ("bucket 20/s burst 20, 0.2 s", 150, 7.5 * 1.25, 5),
-    ("bucket 5/s burst 5, 0.05 s", 100, 20.0 * 1.1, 6),
+    ("bucket 5/s burst 5, 0.05 s", 100, 20.0 * 1.1, 7),
+    ("capacity 1, 0.5 s", 16, 8.0 + 1.0, 1),
 ]
 
 
@@ -1557,8 +1698,8 @@ def print_new_cases() -> None:
         f" (target {math.log2(10) + 2:.1f})"
     )
     name = "bucket 20/s burst 20 RA 2, 0.2 s"
-    r = first_seconds(name, 60.0)
-    print(f"{name}: {r.pauses} pauses in the first 60 s, rate/best {r.rate / 20.0:.3f}")
+    r = first_seconds(name, 30.0)
+    print(f"{name}: {r.pauses} pauses in the first 30 s, rate/best {r.rate / 20.0:.3f}")
     name = "limit_conn 2, mixed pages"
     r = run_scenario(name)
     print(f"{name}: {r.throttled} refused in 600 s")

@@ -285,6 +285,38 @@ class _Pauses:
 
 
 @dataclass(slots=True)
+class _Held:
+    """The lowest (or highest) value of the current window and of the one before it:
+    a change that builds up within a window or two does not move it with it."""
+
+    window: float
+    highest: bool
+    current: tuple[float, float] | None = None
+    """The extreme of the current window, and when that window began."""
+    earlier: float | None = None
+
+    def add(self, value: float, now: float) -> None:
+        current = self.current
+        if current is None or now - current[1] >= 2 * self.window:
+            self.earlier, self.current = None, (value, now)
+        elif now - current[1] >= self.window:
+            self.earlier, self.current = current[0], (value, now)
+        else:
+            pick = max if self.highest else min
+            self.current = (pick(current[0], value), current[1])
+
+    @property
+    def value(self) -> float | None:
+        known = [v for v in (self.earlier, self.current and self.current[0]) if v is not None]
+        if not known:
+            return None
+        return max(known) if self.highest else min(known)
+
+    def reset(self) -> None:
+        self.current, self.earlier = None, None
+
+
+@dataclass(slots=True)
 class _PageLatencies:
     """The latest page latencies (robots.txt, redirects and error answers are not
     pages): a baseline, a recent median and a slow-page latency, all from them."""
@@ -294,11 +326,15 @@ class _PageLatencies:
     """When each was measured; NaN for one restored from a saved state (its age then
     counts from the next page)."""
     values: array[float] = field(default_factory=lambda: array("d"))
-    low: tuple[float, float] | None = None
-    """The lowest low percentile of the current window, and when that window began."""
-    earlier_low: float | None = None
-    """... and of the window before it: a load that builds up within a window or two
-    does not raise the baseline with it."""
+    low: _Held = field(init=False)
+    """The baseline: the low percentile, held for a window or two."""
+    high: _Held = field(init=False)
+    """The slow-page latency: the high percentile, held as long: a run of cached pages
+    does not make the host look fast."""
+
+    def __post_init__(self) -> None:
+        self.low = _Held(self.window, highest=False)
+        self.high = _Held(self.window, highest=True)
 
     def add(self, latency: float, now: float) -> None:
         times, values = self.times, self.values
@@ -312,45 +348,45 @@ class _PageLatencies:
         ):
             del times[0]
             del values[0]
-        percentile = self._quantile(BASELINE_QUANTILE, low=True)
-        assert percentile is not None
-        low = self.low
-        if low is None or now - low[1] >= 2 * self.window:
-            self.earlier_low, self.low = None, (percentile, now)
-        elif now - low[1] >= self.window:
-            self.earlier_low, self.low = low[0], (percentile, now)
-        else:
-            self.low = (min(low[0], percentile), low[1])
+        ordered = sorted(values)
+        self.low.add(_quantile(ordered, BASELINE_QUANTILE, low=True), now)
+        self.high.add(_quantile(ordered, SLOW_QUANTILE, low=False), now)
 
     def new_normal(self, latency: float, factor: float) -> None:
         """The host's pages now take about ``latency``: forget faster ones."""
         keep = [i for i, v in enumerate(self.values) if v * factor >= latency]
         self.times = array("d", (self.times[i] for i in keep))
         self.values = array("d", (self.values[i] for i in keep))
-        self.low, self.earlier_low = None, None
-
-    def _quantile(self, q: float, *, low: bool) -> float | None:
-        n = len(self.values)
-        if n == 0:
-            return None
-        index = int(q * n)
-        if low and n > 1:
-            index = max(1, index)  # never the fastest of two or more
-        return sorted(self.values)[min(n - 1, index)]
+        self.low.reset()
 
     @property
     def baseline(self) -> float | None:
-        known = [v for v in (self.earlier_low, self.low and self.low[0]) if v is not None]
-        return min(known) if known else self._quantile(BASELINE_QUANTILE, low=True)
+        held = self.low.value
+        if held is not None or not self.values:
+            return held
+        return _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
 
     @property
     def slow(self) -> float | None:
-        return self._quantile(SLOW_QUANTILE, low=False)
+        held = self.high.value
+        if held is not None or not self.values:
+            return held
+        return _quantile(sorted(self.values), SLOW_QUANTILE, low=False)
 
     @property
     def recent_median(self) -> float | None:
         latest = sorted(self.values[-RISE_WINDOW:])
         return latest[(len(latest) - 1) // 2] if latest else None
+
+
+def _quantile(ordered: list[float], q: float, *, low: bool) -> float:
+    """A percentile of a sorted, non-empty list; with ``low``, never its first of two
+    or more (one fast outlier)."""
+    n = len(ordered)
+    index = int(q * n)
+    if low and n > 1:
+        index = max(1, index)
+    return ordered[min(n - 1, index)]
 
 
 @dataclass(repr=False, eq=False, slots=True)
@@ -393,11 +429,16 @@ class HostController:
     _survivors: int | None = field(init=False, default=None)
     """After the pushback that ended slow start: good answers of the round before it,
     the number of requests the host did serve at once."""
+    _survivor_cap: int = field(init=False, default=1)
+    """... which can give back at most one less than the limit that was too many."""
     _good_since_decrease: bool = field(init=False, default=False)
     """A good answer came from a request started after the last decrease."""
-    _rise: tuple[float, int, float, bool] | None = field(init=False, default=None)
-    """After a decrease for a latency rise: the median that made it, and the limit, gap
-    and slow start from before it, to undo it if the rise was not the crawl's doing."""
+    _rise: tuple[float, int, float, bool, tuple[int, float] | None] | None = field(
+        init=False, default=None
+    )
+    """After a decrease for a latency rise: the median that made it, and the limit, gap,
+    slow start and overloaded limit from before it, to undo it if the rise was not the
+    crawl's doing."""
     _rise_pages: list[float] = field(init=False, default_factory=list)
     """Latencies of the pages started after that decrease."""
 
@@ -527,7 +568,7 @@ class HostController:
     def _latency_rise(self, ticket: Ticket, now: float, median: float) -> Reaction:
         """A sustained rise: an overload that does not mark a pushback, remembered so
         that it can be undone if the lower load does not bring the latency down."""
-        before = (median, self._concurrency, self._gap, self._slow_start)
+        before = (median, self._concurrency, self._gap, self._slow_start, self._overloaded_at)
         reaction = self._overload(ticket, now, marks_pushback=False)
         if reaction.decreased:
             self._rise = before
@@ -548,7 +589,7 @@ class HostController:
         self._rise, self._rise_pages = None, []
         if median < RISE_HELD * rise[0]:
             return False  # the lower load helped: a real overload
-        _, limit, gap, slow_start = rise
+        _, limit, gap, slow_start, self._overloaded_at = rise
         if self.cfg.adaptive:
             self._concurrency = max(self._concurrency, min(limit, self.cfg.max_concurrency))
         self._set_gap(min(self._gap, gap))
@@ -679,7 +720,7 @@ class HostController:
         self._survivors = None
         if self.cfg.adaptive and self._concurrency > 1:
             if self._slow_start and marks_pushback:
-                self._survivors = 0
+                self._survivors, self._survivor_cap = 0, self._concurrency - 1
             limit, earlier = self._concurrency, self._overloaded_at
             if earlier is not None and not self._good_since_decrease:
                 # Overloaded again with no good answer in between (an outage): the
@@ -798,11 +839,13 @@ class HostController:
             return
         self._survivors += 1
         overloaded = self._overloaded_at
-        if overloaded is None or self._survivors <= self._concurrency:
+        if overloaded is None or self._survivors < self._concurrency:
             return
-        self._concurrency = min(self._survivors, overloaded[0] - 1, self.cfg.max_concurrency)
-        self._overloaded_at = (self._concurrency + 1, overloaded[1])
-        self._round = _Round()
+        served = min(self._survivors, self._survivor_cap)
+        self._overloaded_at = (served + 1, overloaded[1])
+        if served > self._concurrency:
+            self._concurrency = served
+            self._round = _Round()
 
     def _close_gap(self) -> None:
         """Halve the excess over the target (the floor, or just above the spacing at
