@@ -234,11 +234,12 @@ def test_latency_threshold_follows_the_baseline() -> None:
     assert host.finish(host.start(now), now + 1.9, status=200, latency=1.9).kind == "good"
     now += 2.0
     kinds = []
-    for _ in range(3):  # a sustained rise above 2 x 1 s
+    for _ in range(4):  # a sustained rise above 2 x 1 s: most of the last 5 pages, and
+        # even the fastest of them well above the baseline
         now = max(now, host.ready_at(now))
         kinds.append(host.finish(host.start(now), now + 2.1, status=200, latency=2.1).kind)
         now += 2.1
-    assert kinds == ["neutral", "neutral", "overload"]
+    assert kinds == ["neutral", "neutral", "neutral", "overload"]
 
 
 def test_one_slow_page_among_fast_ones_is_no_signal() -> None:
@@ -954,10 +955,12 @@ def test_a_latency_spike_does_not_mark_a_pushback() -> None:
     now = 0.0
     for _ in range(5):
         now = one_good(host, now, latency=0.05)
-    for _ in range(3):
+    for _ in range(5):
         now = max(now, host.ready_at(now))
         reaction = host.finish(host.start(now), now + 0.5, status=200, latency=0.5)
         now += 0.5
+        if reaction.decreased:
+            break
     assert reaction.kind == "overload"
     assert reaction.decreased is True
     assert reaction.refused is False
@@ -1467,26 +1470,31 @@ SCENARIOS: dict[str, Scenario] = {
     # Pages whose latency depends on the path: 20 dynamic pages of 0.5 s, then 10
     # static ones of 5 ms; with room for 8, then with nginx's limit_conn 2.
     "mixed 0.5 s / 5 ms pages": Scenario(
-        lambda: PathHost(0.5, 0.005, 20, 10), 8 / PathHost(0.5, 0.005, 20, 10).mean_latency, 0.0
+        lambda: PathHost(0.5, 0.005, 20, 10), 8 / PathHost(0.5, 0.005, 20, 10).mean_latency, 0.9
+    ),
+    # ... or taken in turns: two dynamic pages, one static.
+    "mixed 2:1 in turns": Scenario(
+        lambda: PathHost(0.5, 0.005, 2, 1), 8 / PathHost(0.5, 0.005, 2, 1).mean_latency, 0.9
     ),
     "limit_conn 2, mixed pages": Scenario(
         lambda: PathHost(0.5, 0.003, 20, 10, capacity=2),
         2 / PathHost(0.5, 0.003, 20, 10).mean_latency,
-        0.0,
+        0.9,
+        max_refused=0.02,
     ),
     # Room for one request at a time, pages slow to the first byte.
-    "capacity 1, 0.5 s": Scenario(lambda: CapacityHost(1, 0.5), 1 / 0.5, 0.0),
+    "capacity 1, 0.5 s": Scenario(lambda: CapacityHost(1, 0.5), 1 / 0.5, 0.9),
     # A slow host with room for many (and a limit that lets it use them).
     "capacity 10, 1 s, max 16": Scenario(
-        lambda: CapacityHost(10, 1.0), 10 / 1.0, 0.0, config=(("max_concurrency", 16),)
+        lambda: CapacityHost(10, 1.0), 10 / 1.0, 0.9, config=(("max_concurrency", 16),)
     ),
     # A bursty bucket that asks for 2 s pauses.
-    "bucket 20/s burst 20 RA 2, 0.2 s": Scenario(
-        lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.0
+    "bucket 20/s b20, RA 2, 0.2 s": Scenario(
+        lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.85
     ),
     # A healthy host that answers 503 for a minute at 60 s.
     "outage 60 s, 0.1 s": Scenario(
-        lambda: OutageHost(0.1, 60.0, 60.0), 8 / 0.1 * (600 - 60) / 600, 0.0
+        lambda: OutageHost(0.1, 60.0, 60.0), 8 / 0.1 * (600 - 60) / 600, 0.85
     ),
 }
 
@@ -1612,6 +1620,25 @@ def test_a_short_crawl(name: str, pages: int, seconds: float, refused: int) -> N
     assert result.throttled <= refused, result
 
 
+def test_a_fast_robots_txt_does_not_slow_the_pages() -> None:
+    # robots.txt in 3 ms, pages of 0.5 s, room for one at a time: 16 pages in about 8 s.
+    result = crawl_pages(ControllerConfig(), CapacityHost(1, 0.5), 16, robots=0.003)
+    assert result.duration <= 8.0 + 1.5, result
+    assert result.throttled <= 1, result
+
+
+@pytest.mark.parametrize("length", [5.0, 20.0, 60.0])
+def test_after_an_outage_the_host_is_back_at_full_pace_within_2t_plus_30s(length: float) -> None:
+    assert outage_recovery(length) <= 2 * length + 30.0
+
+
+def test_a_bursty_bucket_is_found_in_at_most_two_pauses() -> None:
+    # 20/s, a burst of 20, Retry-After: 2: about 40 accepted at full speed, then refused.
+    result = first_seconds("bucket 20/s b20, RA 2, 0.2 s", 30.0)
+    assert result.pauses <= 2, result
+    assert result.rate >= 0.8 * 20.0, result
+
+
 def test_a_capacity_host_converges_to_its_capacity() -> None:
     for capacity, latency in ((4, 0.2), (2, 1.0)):
         result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
@@ -1697,7 +1724,7 @@ def print_new_cases() -> None:
         f"1 s pages, room for 10, max 16: capacity after {rounds:.1f} rounds"
         f" (target {math.log2(10) + 2:.1f})"
     )
-    name = "bucket 20/s burst 20 RA 2, 0.2 s"
+    name = "bucket 20/s b20, RA 2, 0.2 s"
     r = first_seconds(name, 30.0)
     print(f"{name}: {r.pauses} pauses in the first 30 s, rate/best {r.rate / 20.0:.3f}")
     name = "limit_conn 2, mixed pages"

@@ -77,6 +77,16 @@ OUTAGE_GROWTH = 1.5
 the gap grows by this factor, not 2: when the host comes back, the gap in force is
 about a third of the outage, not all of it. Simulated host: 503 for 60 s, back at
 full pace 2T + 30 s after the outage began (doubling: 196 s)."""
+NEW_NORMAL_WINDOWS = 6
+"""After a new normal the baseline stays at least the slower pages' for this many
+latency windows (a minute): a host whose pages take 0.5 s between runs of 5 ms ones
+is not judged by the 5 ms ones again meanwhile. Simulated host: 20 pages of 0.5 s,
+10 of 5 ms (1 window: 0.88 of its rate, 2: 0.91, 4: 0.97, 6: 0.98)."""
+RISE_PAGES = 2
+"""Pages started after a decrease for a latency rise that judge it (their lower median
+against ``RISE_HELD``): at a limit of 1 on a 0.5 s host each one costs half a second
+at half the pace. Simulated host: nginx limit_conn 2, mixed pages (3: 0.93 of its
+rate, 2: 0.96)."""
 SNAP = 0.001
 """A gap within this many seconds of its target is at it (below the send jitter of a
 busy reactor); halving alone never arrives."""
@@ -331,6 +341,10 @@ class _PageLatencies:
     high: _Held = field(init=False)
     """The slow-page latency: the high percentile, held as long: a run of cached pages
     does not make the host look fast."""
+    floor: tuple[float, float] | None = None
+    """After a new normal: the least baseline, and until when (a window). A host whose
+    pages take 0.5 s between runs of 5 ms ones is not judged by the 5 ms ones again
+    until then."""
 
     def __post_init__(self) -> None:
         self.low = _Held(self.window, highest=False)
@@ -349,22 +363,30 @@ class _PageLatencies:
             del times[0]
             del values[0]
         ordered = sorted(values)
+        if self.floor is not None and now >= self.floor[1]:
+            self.floor = None
         self.low.add(_quantile(ordered, BASELINE_QUANTILE, low=True), now)
         self.high.add(_quantile(ordered, SLOW_QUANTILE, low=False), now)
 
-    def new_normal(self, latency: float, factor: float) -> None:
-        """The host's pages now take about ``latency``: forget faster ones."""
+    def new_normal(self, latency: float, factor: float, now: float) -> None:
+        """The host's pages now take about ``latency``: forget faster ones, and judge
+        by the slower ones for a window."""
         keep = [i for i, v in enumerate(self.values) if v * factor >= latency]
         self.times = array("d", (self.times[i] for i in keep))
         self.values = array("d", (self.values[i] for i in keep))
         self.low.reset()
+        if self.values:
+            least = _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
+            self.floor = (least, now + NEW_NORMAL_WINDOWS * self.window)
 
     @property
     def baseline(self) -> float | None:
         held = self.low.value
-        if held is not None or not self.values:
-            return held
-        return _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
+        if held is None and self.values:
+            held = _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
+        if held is not None and self.floor is not None:
+            return max(held, self.floor[0])
+        return held
 
     @property
     def slow(self) -> float | None:
@@ -373,10 +395,19 @@ class _PageLatencies:
             return held
         return _quantile(sorted(self.values), SLOW_QUANTILE, low=False)
 
-    @property
-    def recent_median(self) -> float | None:
+    def rise(self, threshold: float, factor: float) -> float | None:
+        """The median of the latest ``RISE_WINDOW`` pages if they show a sustained rise:
+        that median above ``threshold``, and even the fastest of them well above the
+        baseline (``sqrt(factor)`` times), so that a host that mixes fast and slow pages
+        does not read as one whose pages all became slower."""
         latest = sorted(self.values[-RISE_WINDOW:])
-        return latest[(len(latest) - 1) // 2] if latest else None
+        if len(latest) < 3:
+            return None
+        median = latest[(len(latest) - 1) // 2]
+        baseline = self.baseline or 0.0
+        if median > threshold and latest[0] > math.sqrt(factor) * baseline:
+            return median
+        return None
 
 
 def _quantile(ordered: list[float], q: float, *, low: bool) -> float:
@@ -440,7 +471,9 @@ class HostController:
     slow start and overloaded limit from before it, to undo it if the rise was not the
     crawl's doing."""
     _rise_pages: list[float] = field(init=False, default_factory=list)
-    """Latencies of the pages started after that decrease."""
+    """Latencies of the slow pages started after that decrease."""
+    _rise_seen: int = field(init=False, default=0)
+    """Pages started after that decrease, slow or not."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -554,16 +587,18 @@ class HostController:
             return Reaction(kind="good", decreased=False)
         if status < 300:
             self._latency.add(latency, now)
-        if status < 300 and self._rise is not None and self._acted_on(ticket):
-            if self._not_our_rise(latency, now) is not False:
-                return Reaction(kind="neutral", decreased=False)  # undone, or still judging
         threshold = self._latency_threshold()
-        if latency > threshold:
-            median = self._latency.recent_median
-            if status < 300 and median is not None and median > threshold:
-                return self._latency_rise(ticket, now, median)
-            return Reaction(kind="neutral", decreased=False)  # one slow page: no signal
-        return self._good(ticket, now)
+        slow = latency > threshold
+        if status < 300 and self._rise is not None and self._acted_on(ticket):
+            verdict = self._not_our_rise(latency if slow else None, now)
+            if verdict or (verdict is None and slow):
+                return Reaction(kind="neutral", decreased=False)  # undone, or still judging
+        if not slow:
+            return self._good(ticket, now)
+        rise = self._latency.rise(threshold, self.cfg.latency_factor) if status < 300 else None
+        if rise is not None:
+            return self._latency_rise(ticket, now, rise)
+        return Reaction(kind="neutral", decreased=False)  # a slow page, not a rise
 
     def _latency_rise(self, ticket: Ticket, now: float, median: float) -> Reaction:
         """A sustained rise: an overload that does not mark a pushback, remembered so
@@ -571,19 +606,26 @@ class HostController:
         before = (median, self._concurrency, self._gap, self._slow_start, self._overloaded_at)
         reaction = self._overload(ticket, now, marks_pushback=False)
         if reaction.decreased:
-            self._rise = before
+            self._rise, self._rise_seen = before, 0
         return reaction
 
-    def _not_our_rise(self, latency: float, now: float) -> bool | None:
-        """Pages started after a decrease for a latency rise are as slow as before it:
-        the host's pages became slower, not because of the crawl. Undo the decrease,
+    def _not_our_rise(self, latency: float | None, now: float) -> bool | None:
+        """Slow pages started after a decrease for a latency rise are as slow as before
+        it: the host's pages became slower, not because of the crawl. Undo the decrease,
         and take their latency as the host's new normal (True). False: the lower load
-        helped; None: too few such pages yet."""
+        helped; None: too few such pages yet. ``latency`` is None for a page below the
+        threshold: on a host that mixes fast and slow pages it is another kind of page,
+        but when most pages of the lower load are fast, the lower load helped."""
         rise = self._rise
         assert rise is not None
+        self._rise_seen += 1
         pages = self._rise_pages
-        pages.append(latency)
-        if len(pages) < 3:
+        if latency is not None:
+            pages.append(latency)
+        if len(pages) < RISE_PAGES:
+            if self._rise_seen >= 2 * RISE_WINDOW:
+                self._rise, self._rise_pages = None, []
+                return False
             return None
         median = sorted(pages)[(len(pages) - 1) // 2]
         self._rise, self._rise_pages = None, []
@@ -594,7 +636,7 @@ class HostController:
             self._concurrency = max(self._concurrency, min(limit, self.cfg.max_concurrency))
         self._set_gap(min(self._gap, gap))
         self._slow_start = slow_start
-        self._latency.new_normal(median, self.cfg.latency_factor)
+        self._latency.new_normal(median, self.cfg.latency_factor, now)
         self._fresh_round(now)
         return True
 
@@ -730,6 +772,11 @@ class HostController:
             self._concurrency = (self._concurrency + 1) // 2
         else:
             spacing, _ = self._pushback_spacing(now)
+            if self._gap > self.floor and self._good_since_decrease:
+                # Refused at the gap it had just taken answers at: that gap is the
+                # spacing refused (an average over the pace window would mix in the
+                # wider gaps of the way back).
+                spacing = self._gap
             earlier = self._pushback
             outage = marks_pushback and earlier is not None and not self._good_since_decrease
             growth = OUTAGE_GROWTH if outage else 2.0
@@ -804,7 +851,11 @@ class HostController:
         floor = self.floor
         if self._gap > floor:
             self._close_gap()
-        if not self.cfg.adaptive or self._concurrency >= self.cfg.max_concurrency:
+        if (
+            not self.cfg.adaptive
+            or self._concurrency >= self.cfg.max_concurrency
+            or self._rise is not None  # judging a rise: at the lower load
+        ):
             return good
         # Where the gap is still above its floor, the limit grows only if it held the
         # host back (the limit, not the gap, set the pace).
