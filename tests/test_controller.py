@@ -1098,6 +1098,41 @@ def test_state_round_trips_through_json() -> None:
     assert resumed.state() == host.state()
 
 
+def test_state_keeps_the_page_latencies_and_slow_start() -> None:
+    cfg = ControllerConfig(max_concurrency=8)
+    host = HostController(cfg)
+    now = 0.0
+    for latency in (0.5, 0.003, 0.5, 0.6, 0.5):
+        now = one_good(host, now, latency=latency)
+    state = json.loads(json.dumps(host.state()))
+    assert state["latencies"] == [0.5, 0.003, 0.5, 0.6, 0.5]
+    assert state["slow_start"] is True
+    resumed = HostController.from_state(cfg, state)
+    assert resumed.best_latency == host.best_latency == 0.5
+    assert resumed.state() == host.state()
+    # After the first pushback, slow start is over, on resume too.
+    host.fail(host.start(max(now, host.ready_at(now))), now + 1.0, timeout=True)
+    resumed = HostController.from_state(cfg, json.loads(json.dumps(host.state())))
+    assert resumed.state()["slow_start"] is False
+
+
+def test_a_state_of_version_1_resumes() -> None:
+    old = {
+        "version": 1,
+        "delay": 0.5,
+        "concurrency": 3,
+        "crawl_delay": 0.0,
+        "best_latency": 0.2,
+        "paused_until": None,
+        "pushback": None,
+        "rate_gap": None,
+    }
+    host = HostController.from_state(ControllerConfig(), old)
+    assert host.best_latency == 0.2
+    assert host.concurrency == 3
+    assert host.state()["slow_start"] is False
+
+
 def test_from_state_clamps_to_a_changed_config() -> None:
     host = make(max_concurrency=8, max_delay=60.0)
     now = grow_to(host, 6)
@@ -1125,6 +1160,10 @@ def test_from_state_of_a_fresh_host_is_a_fresh_host() -> None:
         {"concurrency": 0},
         {"delay": -1.0},
         {"paused_until": math.nan},
+        {"latencies": "fast"},
+        {"latencies": [0.1, -1.0]},
+        {"latencies": [0.1] * 100},
+        {"slow_start": "yes"},
         "not a dict",
     ],
 )
@@ -1663,7 +1702,7 @@ def test_a_queueing_host_is_not_pushed_into_its_queue() -> None:
 
 
 SWEEP: dict[str, tuple[float, ...]] = {
-    "delay_step": (0.1, 0.25, 0.5, 1.0),
+    "recovery": (0.5, 1.0, 2.0, 3.0),
     "approach_time": (1.0, 2.0, 5.0, 10.0),
     "margin": (0.1, 0.2, 0.3, 0.5),
     "probe_time": (10.0, 20.0, 30.0, 60.0),
@@ -1698,7 +1737,7 @@ def main(argv: list[str]) -> None:
     for name, scenario in SCENARIOS.items():
         if scenario.settled or not name.startswith(("bucket", "limit_req", "capacity")):
             continue
-        r = crawl_pages(ControllerConfig(), scenario.model(), 100)
+        r = crawl_pages(ControllerConfig(**dict(scenario.config)), scenario.model(), 100)
         print(
             f"{name:30} {r.rate / scenario.best:9.3f} {r.throttled_fraction:8.2%} {r.duration:8.1f}"
         )
@@ -1750,4 +1789,3 @@ def sweep() -> None:
 
 if __name__ == "__main__":
     main(sys.argv)
-

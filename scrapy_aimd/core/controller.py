@@ -777,15 +777,15 @@ class HostController:
                 # spacing refused (an average over the pace window would mix in the
                 # wider gaps of the way back).
                 spacing = self._gap
-            earlier = self._pushback
-            outage = marks_pushback and earlier is not None and not self._good_since_decrease
+            last = self._pushback
+            outage = marks_pushback and last is not None and not self._good_since_decrease
             growth = OUTAGE_GROWTH if outage else 2.0
             self._set_gap(self.cfg.initial_backoff if spacing is None else growth * spacing)
             if marks_pushback:
-                if outage and spacing is not None and earlier is not None:
+                if outage and spacing is not None and last is not None:
                     # Refused again with no good answer in between (an outage): the
                     # pace the host last took is still the one to come back to.
-                    spacing = min(spacing, earlier)
+                    spacing = min(spacing, last)
                 self._remember_pushback(spacing, rate_gap=None)
         self._new_round("overload", now)
         return Reaction(kind="overload", decreased=True, paused_until=paused)
