@@ -52,6 +52,17 @@ def one_good(host: HostController, now: float, latency: float = FAST) -> float:
     return now
 
 
+def limits_after_rounds(
+    host: HostController, now: float, rounds: int, latency: float = FAST
+) -> list[int]:
+    """The limit after each of ``rounds`` good rounds."""
+    limits = []
+    for _ in range(rounds):
+        now = good_round(host, now, latency)
+        limits.append(host.concurrency)
+    return limits
+
+
 def grow_to(host: HostController, limit: int, now: float = 0.0) -> float:
     while host.concurrency < limit:
         now = good_round(host, now)
@@ -288,10 +299,7 @@ def test_a_rise_that_a_lower_load_does_not_bring_down_is_a_new_normal() -> None:
     now = grow_to(host, 8)
     for _ in range(5):
         now = good_round(host, now)
-    limits = []
-    for _ in range(6):
-        now = good_round(host, now, latency=0.5)
-        limits.append(host.concurrency)
+    limits = limits_after_rounds(host, now, 6, latency=0.5)
     assert min(limits) < 8
     assert limits[-1] == 8
     assert host.best_latency is not None and host.best_latency >= 0.25
@@ -686,10 +694,7 @@ def test_slow_start_doubles_the_limit_per_full_round() -> None:
     assert host.concurrency == 2
     host.finish(b, now + FAST, status=200, latency=FAST)
     assert host.concurrency == 4
-    now = good_round(host, now + FAST)
-    assert host.concurrency == 8
-    now = good_round(host, now)
-    assert host.concurrency == 16
+    assert limits_after_rounds(host, now + FAST, 2) == [8, 16]
 
 
 def test_after_the_first_pushback_the_limit_grows_by_one_per_round() -> None:
@@ -700,10 +705,7 @@ def test_after_the_first_pushback_the_limit_grows_by_one_per_round() -> None:
         host.finish(ticket, now + FAST, status=200, latency=FAST)
     host.finish(tickets[0], now + FAST, status=503, latency=FAST)
     assert host.concurrency == 4
-    now = good_round(host, now + FAST)
-    assert host.concurrency == 5
-    now = good_round(host, now)
-    assert host.concurrency == 6
+    assert limits_after_rounds(host, now + FAST, 2) == [5, 6]
 
 
 def test_slow_start_ends_at_what_the_host_served_at_once() -> None:
@@ -737,10 +739,8 @@ def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     for _ in range(10):
         now = good_round(host, now, latency=0.003)
     assert host.concurrency == 2
-    limits = []
-    for _ in range(6):  # rounds that load the host count (once slow pages are normal again)
-        now = good_round(host, now, latency=0.5)
-        limits.append(host.concurrency)
+    # Rounds that load the host count (once its slow pages are its normal again).
+    limits = limits_after_rounds(host, now, 6, latency=0.5)
     assert limits[-1] == 3, limits
 
 
