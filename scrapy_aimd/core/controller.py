@@ -102,7 +102,8 @@ sooner (the limit_conn 2 host with mixed pages: 1: 0.99 of its rate, 2: 0.99, 3:
 0.96, 5: 0.90); one page alone is too easily an outlier."""
 SNAP = 0.001
 """A gap within this many seconds of its target is at it (below the send jitter of a
-busy reactor); halving alone never arrives."""
+busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
+simulated host."""
 
 
 #: Fields that must be above zero (a zero step or window would stall the rules).
