@@ -123,7 +123,7 @@ _CONTROLLER_FIELDS: dict[str, str] = {
     "AIMD_LATENCY_FACTOR": "latency_factor",
     "AIMD_THROTTLE_CODES": "throttle_codes",
     "AIMD_MAX_RETRY_AFTER": "max_retry_after",
-    "AIMD_DELAY_STEP": "delay_step",
+    "AIMD_RECOVERY": "recovery",
     "AIMD_MARGIN": "margin",
     "AIMD_PROBE_TIME": "probe_time",
     "AIMD_APPROACH_TIME": "approach_time",

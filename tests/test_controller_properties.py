@@ -94,16 +94,27 @@ class ControllerMachine(RuleBasedStateMachine):
         latency=latencies,
         retry_after=retry_afters,
         dt=st.floats(min_value=0.0, max_value=30.0),
+        page=st.sampled_from([True, True, True, False]),
     )
     def finish(
-        self, which: int, status: int, latency: float | None, retry_after: float | None, dt: float
+        self,
+        which: int,
+        status: int,
+        latency: float | None,
+        retry_after: float | None,
+        dt: float,
+        page: bool,
     ) -> None:
         self.now += dt
         ticket = self.live.pop(which % len(self.live))
         limit, gap = self.host.concurrency, self.host.delay
+        before = self.host.state()
         reaction = self.host.finish(
-            ticket, self.now, status=status, latency=latency, retry_after=retry_after
+            ticket, self.now, status=status, latency=latency, retry_after=retry_after, page=page
         )
+        if not page and status not in self.cfg.throttle_codes:
+            # Not a page (robots.txt): it says nothing about the host's pages.
+            assert self.host.state() == before
         self._released(ticket)
         if reaction.paused_until is not None:
             assert reaction.paused_until <= self.now + self.cfg.max_retry_after
@@ -319,3 +330,75 @@ def test_a_refusal_is_read_by_what_set_the_pace(
     if first.kind == "overload" and cfg.adaptive and limit > 1:
         assert host.concurrency == (limit + 1) // 2
         assert host.delay == gap
+
+
+fast_latencies = st.floats(min_value=0.01, max_value=0.2)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cfg=configs,
+    before=st.lists(fast_latencies, min_size=0, max_size=40),
+    slow=st.floats(min_value=0.0, max_value=60.0),
+    after=st.lists(fast_latencies, min_size=0, max_size=10),
+)
+def test_one_slow_response_among_fast_ones_never_widens_the_gap(
+    cfg: ControllerConfig, before: list[float], slow: float, after: list[float]
+) -> None:
+    """Good answers only: the gap never widens and the limit never falls, whatever one
+    slow page among them took."""
+    host = HostController(cfg)
+    now = 0.0
+    for latency in [*before, slow, *after]:
+        now = max(now, host.ready_at(now))
+        gap, limit = host.delay, host.concurrency
+        reaction = host.finish(host.start(now), now + latency, status=200, latency=latency)
+        now += latency
+        assert reaction.decreased is False
+        assert host.delay <= gap
+        assert host.concurrency >= limit
+
+
+pushbacks = st.lists(
+    st.tuples(
+        st.sampled_from(["429", "503", "timeout", "slow"]),
+        st.one_of(st.none(), st.floats(min_value=0.0, max_value=5.0)),
+        st.floats(min_value=0.0, max_value=2.0),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cfg=configs, events=pushbacks, latency=st.floats(min_value=0.05, max_value=0.2))
+def test_after_pushbacks_healthy_answers_bring_the_gap_to_its_floor(
+    cfg: ControllerConfig, events: list[tuple[str, float | None, float]], latency: float
+) -> None:
+    """However the host pushed back, healthy answers bring the gap to its floor: by
+    halving from far above, then gently near a spacing the host refused, in a bounded
+    number of answers (slow gaps: as often in requests as a fast host probes) or a
+    bounded time (fast gaps: a few probe times)."""
+    host = HostController(cfg)
+    now = 0.0
+    for kind, retry_after, dt in events:
+        now = max(now, host.ready_at(now))
+        if not math.isfinite(now):
+            break
+        ticket = host.start(now)
+        now += dt
+        if kind == "timeout":
+            host.fail(ticket, now, timeout=True)
+        elif kind == "slow":
+            host.finish(ticket, now, status=200, latency=30.0)
+        else:
+            host.finish(ticket, now, status=int(kind), latency=dt, retry_after=retry_after)
+    start, answers = now, 0
+    bound = cfg.max_retry_after + 2 * cfg.max_delay + 5 * cfg.probe_time
+    while host.delay > host.floor:
+        now = max(now, host.ready_at(now))
+        assert now - start <= bound or answers <= 4 * cfg.probe_requests + 64, host
+        host.finish(host.start(now), now + latency, status=200, latency=latency)
+        now += latency
+        answers += 1
+    assert host.delay == host.floor

@@ -7,7 +7,8 @@ control does it:
   ``[floor, max_delay]`` where ``floor = max(min_delay, robots Crawl-delay)``;
 - the *concurrency limit*, earned round by round from 1 up to ``max_concurrency``;
 - a *pause* that a ``Retry-After`` header asks for;
-- the host's *best recent latency*, against which a latency spike is judged.
+- the host's *latency baseline*, a low percentile of its recent page latencies,
+  against which a sustained rise is judged.
 
 Input is "a request started", "a response came back" and "it failed"; output is
 :meth:`HostController.ready_at`. The clock is an argument everywhere, so every rule
@@ -35,19 +36,79 @@ __all__ = [
 Outcome = Literal["good", "neutral", "overload", "rate_limit"]
 """How the controller read a response or a failure.
 
-``good``: 2xx or 3xx, fast enough. ``overload``: the host is struggling (a throttle
-code without Retry-After other than 429, a timeout, a latency spike; or such a code
-with Retry-After while the concurrency limit, not the gap, set the pace).
-``rate_limit``: the host is counting requests (429, or any other throttle code with
-Retry-After). ``neutral``: anything else, which changes nothing.
+``good``: 2xx or 3xx, fast enough (or not a page: robots.txt). ``overload``: the host
+is struggling (a throttle code without Retry-After other than 429, a timeout, a
+sustained latency rise; or such a code with Retry-After while the concurrency limit,
+not the gap, set the pace). ``rate_limit``: the host is counting requests (429, or
+any other throttle code with Retry-After). ``neutral``: anything else (an error
+answer, one slow page among fast ones), which changes nothing.
 """
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
+
+# The constants below are not settings: each was chosen on the simulated hosts that its
+# docstring names (``python tests/test_controller.py``); the shares are of the host's
+# best rate over 600 s, with the other constants at their defaults.
+
+LATENCY_SAMPLES = 20
+"""Page latencies a host remembers, the latest: enough for a low percentile that one
+fast outlier cannot set, little memory per host (10 and 40 did the same on every
+simulated host)."""
+BASELINE_QUANTILE = 0.1
+"""The baseline is this low percentile of the remembered page latencies, and never the
+fastest one of two or more: one cached page does not set it. The minimum, the old
+rule, read every 0.5 s page of a host with runs of 5 ms ones as a spike (0.006 of its
+rate); 0.25 let a server that queues be pushed into its queue (latency 0.69 s for
+0.2 s pages, against 0.21 s)."""
+SLOW_QUANTILE = 0.9
+"""A host's slow-page latency, the time its answers take, is this high percentile
+(held for a window or two): 31 s after an overload on an nginx limit_conn 2 host
+whose pages take 0.5 s, a round of 3 ms answers does not count as a probe (it pushed
+the limit from 2 to 7, and 5 to 8 refusals followed)."""
+RISE_WINDOW = 5
+"""A latency signal is a sustained rise: the median of this many latest pages above
+the threshold, and even the fastest of them above ``sqrt(latency_factor)`` times the
+baseline, never one slow page among fast ones. 3 cost a limit_conn 2 host with mixed
+pages 3 % of its rate; 8 let a server that queues be pushed into its queue (latency
+0.63 s for 0.2 s pages)."""
+RISE_HELD = 0.75
+"""After a decrease for a latency rise, if the slow pages started at the lower load
+stay above this share of the median that made it, the rise was not the crawl's
+doing: the decrease is undone and their latency is the host's new normal. A server
+that queues halves its latency with its load; pages that become ten times slower do
+not change with it (the old rule left that host at 0.83 of its rate, now 1.0). 0.9
+cost hosts with mixed pages up to 10 % of their rate; 0.5 would take a load that only
+cut the latency by 40 % for a new normal."""
+PROBE_SHARE = 0.5
+"""A round counts for growth only if the limit was full for this share of the host's
+slow-page latency: jitter of +-20 % must not stall the ramp of a 1 s host (1.0: 4.8
+rounds to a capacity of 10, against 4.4)."""
+OUTAGE_GROWTH = 1.5
+"""Refused again at a limit of 1 with no good answer since the last refusal (an outage),
+the gap grows by this factor, not 2: when the host comes back, the gap in force is
+about a third of the outage, not all of it. Simulated host: 503 for 60 s, back at
+full pace 123 s after the outage began (target 2T + 30 = 150 s; doubling: 181 s;
+1.25: 101 s, but more refusals during the outage)."""
+NEW_NORMAL_WINDOWS = 6
+"""After a new normal the baseline stays at least the slower pages' for this many
+latency windows (a minute): a host whose pages take 0.5 s between runs of 5 ms ones
+is not judged by the 5 ms ones again meanwhile. Simulated hosts: 20 pages of 0.5 s,
+then 10 of 5 ms, with room for 8 and with limit_conn 2 (1 window: 0.86 and 0.80 of
+their rate; 4: 0.95 and 0.88; 6: 0.97 and 0.99)."""
+RISE_PAGES = 2
+"""Slow pages started after a decrease for a latency rise that judge it (their lower
+median against ``RISE_HELD``); until then the limit does not grow. Fewer judge
+sooner (the limit_conn 2 host with mixed pages: 1: 0.99 of its rate, 2: 0.99, 3:
+0.96, 5: 0.90); one page alone is too easily an outlier."""
+SNAP = 0.001
+"""A gap within this many seconds of its target is at it (below the send jitter of a
+busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
+simulated host."""
 
 
 #: Fields that must be above zero (a zero step or window would stall the rules).
 POSITIVE_FIELDS = (
-    "delay_step",
+    "recovery",
     "margin",
     "probe_time",
     "approach_time",
@@ -76,19 +137,26 @@ class ControllerConfig:
     adaptive: bool = True
     """Earn concurrency from 1 (True) or stay at ``max_concurrency`` (False)."""
     fast_latency: float = 0.25
-    """A fetch latency at or below this is never a spike, however fast the host was."""
+    """A page latency at or below this is never slow, however fast the host was."""
     latency_factor: float = 2.0
-    """A fetch latency above this times the best recent latency is a spike."""
+    """A page latency above this times the host's baseline is slow; a sustained run of
+    slow pages is a latency signal."""
     throttle_codes: frozenset[int] = frozenset({429, 503})
     """Statuses by which a host says "slow down"."""
     max_retry_after: float = 3600.0
     """The longest pause a Retry-After header may impose, in seconds."""
-    delay_step: float = 0.25
-    """Seconds by which a good response closes the gap, away from a pushback. 0.1 left a
-    host whose pages became slower at 62 % of its rate after 300 s (0.25: 83 %)."""
+    recovery: float = 1.0
+    """Away from a pushback, a good response divides the gap's excess over its target
+    by ``1 + recovery`` (1: halving, as spire does): a widened gap comes back in
+    O(log(gap / floor)) responses. The target is the floor, or the width ``margin``
+    above the spacing at which the host last pushed back. Simulated host: outages of
+    5, 20 and 60 s (503 without Retry-After), back at full pace 37, 50 and 123 s after
+    they began (target 2T + 30 s; 0.5: 38, 58, 149 s; 3: 36, 47, 106 s, and the other
+    hosts within 0.3 % of their rate either way); the fixed step of 0.25 s per
+    response it replaces (``delay_step``) took hours after the 60 s outage."""
     margin: float = 0.2
     """After a rate limit the gap is this fraction wider than the spacing the host refused.
-    Closing, the gap takes additive steps down to that width, then closes gently.
+    Closing, the gap comes back to that width, then closes gently.
     0.1 found a raised limit slowest; 0.3 and more gave up rate everywhere else."""
     probe_time: float = 30.0
     """Near the pushback spacing the gap shrinks by ``margin`` per this many seconds, and
@@ -99,15 +167,21 @@ class ControllerConfig:
     in requests as a fast one (refusals at worst 4.2 % with 25, 1.7 % with 100)."""
     approach_time: float = 2.0
     """After a doubling, the gap comes back towards the pushback spacing no faster than
-    the excess shrinks e-fold in this many seconds. 1 s let bursty limiters refuse
-    more at the start; 5 s and 10 s gave up rate to limits that had changed."""
+    the excess shrinks e-fold in this many seconds (for a gap of a second and more,
+    ``recovery`` sets the pace). 1 s let bursty limiters refuse more at the start; 5 s
+    and 10 s gave up rate to limits that had changed."""
     initial_backoff: float = 1.0
     """The gap after a pushback when no pace was measured yet (the first answers); the
     gap then comes back towards the spacing the controller had allowed. The 1 s of
     the design: 0.5 s let more requests be refused (2.0 % at worst, against 1.7 %)."""
     latency_window: float = 10.0
-    """Seconds a best latency is remembered (between one and two windows). Longer
-    windows stalled a host whose pages became slower (1 % of its rate at 30 s)."""
+    """The baseline is the lowest low percentile of page latencies over the last one to
+    two windows of this many seconds (the slow-page latency the highest high one).
+    5 s cost the hosts with runs of 5 ms pages among 0.5 s ones 6 % of their rate; 60 s
+    gained 3 % on one of them but holds a baseline that long after a host's pages
+    became faster. (With the old minimum, 30 s stalled a host whose pages became
+    slower at 1 % of its rate: a rise that a lower load does not bring down is now a
+    new normal.)"""
     pace_window: float = 1.0
     """Seconds of unpaused time over which the accepted pace is measured (at least over
     the last three requests). 0.5 to 1 s did best; longer windows mix in older paces."""
@@ -209,6 +283,11 @@ class _Round:
     """In-flight reached the limit since the limit last changed."""
     held_back: bool = False
     """A start waited on the limit alone (the gap had passed) since it last changed."""
+    full_time: float = 0.0
+    """Seconds the limit was full since it last changed: a probe must load the host
+    for as long as its answers take."""
+    full_since: float | None = None
+    """Since when the limit has been full, if it is."""
 
 
 @dataclass(slots=True)
@@ -237,29 +316,97 @@ class _Pauses:
 
 
 @dataclass(slots=True)
-class _LatencyWindow:
-    """A recent minimum of fetch latency: the minimum over the last one to two windows."""
+class _PageLatencies:
+    """The latest page latencies (robots.txt, redirects and error answers are not
+    pages): a baseline, a recent median and a slow-page latency, all from them.
+
+    The baseline (a low percentile) and the slow-page latency (a high one) are each
+    held as their extreme over the current window and the one before it, so that a
+    load that builds up within a window or two does not raise the baseline with it,
+    and a run of cached pages does not make the host look fast.
+    """
 
     window: float
-    previous: float | None = None
-    current: float | None = None
-    current_since: float | None = None
+    values: array[float] = field(default_factory=lambda: array("d"))
+    """The latest, oldest first (a compact array: one per host)."""
+    since: float | None = None
+    """When the current window began."""
+    low: float = math.inf
+    earlier_low: float = math.inf
+    high: float = -math.inf
+    earlier_high: float = -math.inf
+    floor: tuple[float, float] | None = None
+    """After a new normal: the least baseline, and until when. A host whose pages take
+    0.5 s between runs of 5 ms ones is not judged by the 5 ms ones again until then."""
 
     def add(self, latency: float, now: float) -> None:
-        since = self.current_since
-        if since is None:
-            self.current, self.current_since = latency, now
-        elif now - since >= 2 * self.window:
-            self.previous, self.current, self.current_since = None, latency, now
+        values = self.values
+        values.append(latency)
+        if len(values) > LATENCY_SAMPLES:
+            del values[0]
+        if self.floor is not None and now >= self.floor[1]:
+            self.floor = None
+        ordered = sorted(values)
+        low = _quantile(ordered, BASELINE_QUANTILE, low=True)
+        high = _quantile(ordered, SLOW_QUANTILE, low=False)
+        since = self.since
+        if since is None or now - since >= 2 * self.window:
+            self.since, self.earlier_low, self.earlier_high = now, math.inf, -math.inf
+            self.low, self.high = low, high
         elif now - since >= self.window:
-            self.previous, self.current, self.current_since = self.current, latency, now
+            self.since, self.earlier_low, self.earlier_high = now, self.low, self.high
+            self.low, self.high = low, high
         else:
-            self.current = latency if self.current is None else min(self.current, latency)
+            self.low, self.high = min(self.low, low), max(self.high, high)
+
+    def new_normal(self, latency: float, factor: float, now: float) -> None:
+        """The host's pages now take about ``latency``: forget faster ones, and judge
+        by the slower ones for ``NEW_NORMAL_WINDOWS`` windows."""
+        self.values = array("d", (v for v in self.values if v * factor >= latency))
+        self.since, self.low, self.earlier_low = None, math.inf, math.inf
+        if self.values:
+            least = _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
+            self.floor = (least, now + NEW_NORMAL_WINDOWS * self.window)
 
     @property
-    def best(self) -> float | None:
-        known = [v for v in (self.previous, self.current) if v is not None]
-        return min(known) if known else None
+    def baseline(self) -> float | None:
+        held = min(self.low, self.earlier_low)
+        if not math.isfinite(held):
+            if not self.values:
+                return None
+            held = _quantile(sorted(self.values), BASELINE_QUANTILE, low=True)
+        return held if self.floor is None else max(held, self.floor[0])
+
+    @property
+    def slow(self) -> float | None:
+        held = max(self.high, self.earlier_high)
+        if math.isfinite(held):
+            return held
+        return _quantile(sorted(self.values), SLOW_QUANTILE, low=False) if self.values else None
+
+    def rise(self, threshold: float, factor: float) -> float | None:
+        """The median of the latest ``RISE_WINDOW`` pages if they show a sustained rise:
+        that median above ``threshold``, and even the fastest of them well above the
+        baseline (``sqrt(factor)`` times), so that a host that mixes fast and slow pages
+        does not read as one whose pages all became slower."""
+        latest = sorted(self.values[-RISE_WINDOW:])
+        if len(latest) < 3:
+            return None
+        median = latest[(len(latest) - 1) // 2]
+        baseline = self.baseline or 0.0
+        if median > threshold and latest[0] > math.sqrt(factor) * baseline:
+            return median
+        return None
+
+
+def _quantile(ordered: list[float], q: float, *, low: bool) -> float:
+    """A percentile of a sorted, non-empty list; with ``low``, never its first of two
+    or more (one fast outlier)."""
+    n = len(ordered)
+    index = int(q * n)
+    if low and n > 1:
+        index = max(1, index)
+    return ordered[min(n - 1, index)]
 
 
 @dataclass(repr=False, eq=False, slots=True)
@@ -283,7 +430,7 @@ class HostController:
     _round_number: int = field(init=False, default=0)
     _round: _Round = field(init=False, default_factory=_Round)
     _pauses: _Pauses = field(init=False, default_factory=_Pauses)
-    _latency: _LatencyWindow = field(init=False)
+    _latency: _PageLatencies = field(init=False)
     _accepted: array[float] = field(init=False, default_factory=lambda: array("d"))
     """Unpaused-clock start times of the latest requests the host accepted (a compact
     array: a crawl may hold a controller for each of 100,000 hosts)."""
@@ -297,11 +444,30 @@ class HostController:
     """The limit at which the host was last overloaded, and when."""
     _last_decrease: Outcome | None = field(init=False, default=None)
     """How the answer that made the last decrease was read."""
+    _slow_start: bool = field(init=False, default=True)
+    """The limit doubles per good round until the first pushback, as TCP's does."""
+    _survivors: int | None = field(init=False, default=None)
+    """After the pushback that ended slow start: good answers of the round before it,
+    the number of requests the host did serve at once."""
+    _survivor_cap: int = field(init=False, default=1)
+    """... which can give back at most one less than the limit that was too many."""
+    _good_since_decrease: bool = field(init=False, default=False)
+    """A good answer came from a request started after the last decrease."""
+    _rise: tuple[float, int, float, bool, tuple[int, float] | None] | None = field(
+        init=False, default=None
+    )
+    """After a decrease for a latency rise: the median that made it, and the limit, gap,
+    slow start and overloaded limit from before it, to undo it if the rise was not the
+    crawl's doing."""
+    _rise_pages: tuple[float, ...] = field(init=False, default=())
+    """Latencies of the slow pages started after that decrease."""
+    _rise_seen: int = field(init=False, default=0)
+    """Pages started after that decrease, slow or not."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
         self._concurrency = 1 if self.cfg.adaptive else self.cfg.max_concurrency
-        self._latency = _LatencyWindow(self.cfg.latency_window)
+        self._latency = _PageLatencies(self.cfg.latency_window)
 
     def __repr__(self) -> str:
         return (
@@ -332,8 +498,9 @@ class HostController:
 
     @property
     def best_latency(self) -> float | None:
-        """The best fetch latency of the last one to two windows, or None if unknown."""
-        return self._latency.best
+        """The host's latency baseline: a low percentile of its recent page latencies,
+        or None if unknown."""
+        return self._latency.baseline
 
     @property
     def floor(self) -> float:
@@ -364,6 +531,8 @@ class HostController:
         self._last_serial = ticket.serial
         if len(self._live) >= self._concurrency:
             self._round.reached_limit = True
+            if self._round.full_since is None:
+                self._round.full_since = now
         return ticket
 
     def finish(
@@ -373,9 +542,17 @@ class HostController:
         status: int,
         latency: float | None = None,
         retry_after: float | None = None,
+        *,
+        page: bool = True,
     ) -> Reaction:
         """A response came back. ``latency`` is the fetch time (default: since start);
-        ``retry_after`` is the parsed header in seconds, if the response had one."""
+        ``retry_after`` is the parsed header in seconds, if the response had one.
+
+        ``page`` is False for an answer that is not one of the host's pages (robots.txt):
+        a throttle status still counts, but its latency and a good status say nothing
+        about the pages, so they change nothing. Only 2xx pages set the latency
+        baseline: redirects and error answers come back in milliseconds from hosts
+        whose pages take hundreds."""
         active_start = self._release(ticket, now)
         if active_start is None:
             return _IGNORED
@@ -386,7 +563,7 @@ class HostController:
             if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
                 paused = self._pause(now, retry_after)
             if status == 429 or (paused is not None and not self._limit_set_pace(ticket)):
-                reaction = self._rate_limit(ticket, now, paused)
+                reaction = self._rate_limit(ticket, now, paused, counts=status == 429)
             else:
                 reaction = self._overload(ticket, now, paused=paused)
             return replace(reaction, refused=True)
@@ -395,12 +572,66 @@ class HostController:
             del self._accepted[0]
         if not 200 <= status < 400:
             return Reaction(kind="neutral", decreased=False)
-        self._latency.add(latency, now)
-        best = self._latency.best
-        threshold = max(self.cfg.fast_latency, self.cfg.latency_factor * (best or 0.0))
-        if latency > threshold:
-            return self._overload(ticket, now, marks_pushback=False)
-        return self._good(ticket, now)
+        if not page:
+            return Reaction(kind="good", decreased=False)
+        if status < 300:
+            self._latency.add(latency, now)
+        threshold = self._latency_threshold()
+        slow = latency > threshold
+        if status < 300 and self._rise is not None and self._acted_on(ticket):
+            verdict = self._not_our_rise(latency if slow else None, now)
+            if verdict or (verdict is None and slow):
+                return Reaction(kind="neutral", decreased=False)  # undone, or still judging
+        if not slow:
+            return self._good(ticket, now)
+        rise = self._latency.rise(threshold, self.cfg.latency_factor) if status < 300 else None
+        if rise is not None:
+            return self._latency_rise(ticket, now, rise)
+        return Reaction(kind="neutral", decreased=False)  # a slow page, not a rise
+
+    def _latency_rise(self, ticket: Ticket, now: float, median: float) -> Reaction:
+        """A sustained rise: an overload that does not mark a pushback, remembered so
+        that it can be undone if the lower load does not bring the latency down."""
+        before = (median, self._concurrency, self._gap, self._slow_start, self._overloaded_at)
+        reaction = self._overload(ticket, now, marks_pushback=False)
+        if reaction.decreased:
+            self._rise, self._rise_seen = before, 0
+        return reaction
+
+    def _not_our_rise(self, latency: float | None, now: float) -> bool | None:
+        """Slow pages started after a decrease for a latency rise are as slow as before
+        it: the host's pages became slower, not because of the crawl. Undo the decrease,
+        and take their latency as the host's new normal (True). False: the lower load
+        helped; None: too few such pages yet. ``latency`` is None for a page below the
+        threshold: on a host that mixes fast and slow pages it is another kind of page,
+        but when most pages of the lower load are fast, the lower load helped."""
+        rise = self._rise
+        assert rise is not None
+        self._rise_seen += 1
+        if latency is not None:
+            self._rise_pages += (latency,)
+        pages = self._rise_pages
+        if len(pages) < RISE_PAGES:
+            if self._rise_seen >= 2 * RISE_WINDOW:
+                self._rise, self._rise_pages = None, ()
+                return False
+            return None
+        median = sorted(pages)[(len(pages) - 1) // 2]
+        self._rise, self._rise_pages = None, ()
+        if median < RISE_HELD * rise[0]:
+            return False  # the lower load helped: a real overload
+        _, limit, gap, slow_start, self._overloaded_at = rise
+        if self.cfg.adaptive:
+            self._concurrency = max(self._concurrency, min(limit, self.cfg.max_concurrency))
+        self._set_gap(min(self._gap, gap))
+        self._slow_start = slow_start
+        self._latency.new_normal(median, self.cfg.latency_factor, now)
+        self._fresh_round(now)
+        return True
+
+    def _latency_threshold(self) -> float:
+        """Above ``max(fast_latency, latency_factor x baseline)`` a page is slow."""
+        return max(self.cfg.fast_latency, self.cfg.latency_factor * (self._latency.baseline or 0.0))
 
     def fail(self, ticket: Ticket, now: float, timeout: bool = False) -> Reaction:
         """The request failed without a response. Only a timeout is a throttle signal:
@@ -444,8 +675,12 @@ class HostController:
         if active_start is None:
             return None
         gap_passed = now >= self._last_start + self._gap and now >= self._pauses.until
+        round_ = self._round
         if at_limit and gap_passed:
-            self._round.held_back = True
+            round_.held_back = True
+        if round_.full_since is not None and len(self._live) < self._concurrency:
+            round_.full_time += max(0.0, now - round_.full_since)
+            round_.full_since = None
         return active_start
 
     def _pause(self, now: float, retry_after: float) -> float:
@@ -456,10 +691,19 @@ class HostController:
         """At most one decrease per round, as TCP reacts once per window."""
         return ticket.round == self._round_number
 
-    def _new_round(self, decrease: Outcome) -> None:
+    def _new_round(self, decrease: Outcome, now: float) -> None:
         self._last_decrease = decrease
         self._round_number += 1
+        self._slow_start = False
+        self._good_since_decrease = False
+        self._rise, self._rise_pages = None, ()
+        self._fresh_round(now)
+
+    def _fresh_round(self, now: float) -> None:
+        """Round bookkeeping starts again: the limit changed."""
         self._round = _Round()
+        if len(self._live) >= self._concurrency:
+            self._round.full_since = now
 
     def _limit_set_pace(self, ticket: Ticket) -> bool:
         """The pace was set by the concurrency limit, not by the gap: the limit can be
@@ -497,38 +741,69 @@ class HostController:
     ) -> Reaction:
         """The host struggles: halve the limit; at a limit of 1, double the gap.
 
-        ``marks_pushback`` is False for a latency spike: the host answered, only slowly, and a
+        ``marks_pushback`` is False for a latency rise: the host answered, only slowly, and a
         slow answer does not mark the spacing at which it pushed back (a host whose
         pages just became slower would otherwise close its gap gently for good).
         ``paused`` is the end of the pause the answer asked for, if any.
         """
         if not self._acted_on(ticket):
             return Reaction(kind="overload", decreased=False, paused_until=paused)
+        self._survivors = None
         if self.cfg.adaptive and self._concurrency > 1:
-            self._overloaded_at = (self._concurrency, now)
+            if self._slow_start and marks_pushback:
+                self._survivors, self._survivor_cap = 0, self._concurrency - 1
+            limit, earlier = self._concurrency, self._overloaded_at
+            if earlier is not None and not self._good_since_decrease:
+                # Overloaded again with no good answer in between (an outage): the
+                # limit to be wary of is still the first one.
+                limit = max(limit, earlier[0])
+            self._overloaded_at = (limit, now)
             self._concurrency = (self._concurrency + 1) // 2
         else:
             spacing, _ = self._pushback_spacing(now)
-            self._set_gap(self.cfg.initial_backoff if spacing is None else 2 * spacing)
+            if self._gap > self.floor and self._good_since_decrease:
+                # Refused at the gap it had just taken answers at: that gap is the
+                # spacing refused (an average over the pace window would mix in the
+                # wider gaps of the way back).
+                spacing = self._gap
+            last = self._pushback
+            outage = marks_pushback and last is not None and not self._good_since_decrease
+            growth = OUTAGE_GROWTH if outage else 2.0
+            self._set_gap(self.cfg.initial_backoff if spacing is None else growth * spacing)
             if marks_pushback:
+                if outage and spacing is not None and last is not None:
+                    # Refused again with no good answer in between (an outage): the
+                    # pace the host last took is still the one to come back to.
+                    spacing = min(spacing, last)
                 self._remember_pushback(spacing, rate_gap=None)
-        self._new_round("overload")
+        self._new_round("overload", now)
         return Reaction(kind="overload", decreased=True, paused_until=paused)
 
-    def _rate_limit(self, ticket: Ticket, now: float, paused: float | None) -> Reaction:
+    def _rate_limit(
+        self, ticket: Ticket, now: float, paused: float | None, *, counts: bool
+    ) -> Reaction:
         """The host counts requests per unit of time: fewer in flight alone does not
-        help a fast host, so the gap is set from the pace the host accepted."""
+        help a fast host, so the gap is set from the pace the host accepted.
+        ``counts``: the host said so itself (429), so it may be a bucket with a burst."""
         if not self._acted_on(ticket):
             return Reaction(kind="rate_limit", decreased=False, paused_until=paused)
         spacing, measured = self._pushback_spacing(now)
         again = spacing is not None and self._refused_again(spacing)
+        self._survivors = None
         if self.cfg.adaptive:
             self._concurrency = (self._concurrency + 1) // 2
+        pushback = spacing
         if spacing is None:
             self._set_gap(self.cfg.initial_backoff)
         elif again:
             # Refused again this soon: double; twice in a row, quadruple (far off).
             self._set_gap((4 if self._doubled else 2) * spacing)
+        elif measured and counts and paused is not None and self._rate_gap is None:
+            # The first pause of a host that ran free: a bucket accepted its burst at
+            # our pace, so the measured pace overstates its rate. Halve it, and come
+            # back to it only gently.
+            self._set_gap(2 * spacing)
+            pushback = self._gap / (1 + self.cfg.margin)
         elif measured:
             self._set_gap((1 + self.cfg.margin) * spacing)
         else:
@@ -536,8 +811,8 @@ class HostController:
             # come back towards what the controller allowed as the approach goes.
             self._set_gap(max(2 * spacing, self.cfg.initial_backoff))
         self._doubled = again
-        self._remember_pushback(spacing, rate_gap=self._gap if spacing is not None else None)
-        self._new_round("rate_limit")
+        self._remember_pushback(pushback, rate_gap=self._gap if spacing is not None else None)
+        self._new_round("rate_limit", now)
         return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
 
     def _refused_again(self, spacing: float) -> bool:
@@ -553,42 +828,75 @@ class HostController:
         self._rate_gap = rate_gap
 
     def _good(self, ticket: Ticket, now: float) -> Reaction:
-        """Close the gap first; at the floor, grow the limit once per full round."""
+        """Close the gap first; grow the limit per full round that used it: doubling in
+        slow start, by one after the first pushback."""
+        good = Reaction(kind="good", decreased=False)
         if ticket.round != self._round_number:
-            return Reaction(kind="good", decreased=False)
+            self._count_survivor(ticket)
+            return good
+        self._good_since_decrease = True
         round_ = self._round
         round_.good += 1
         floor = self.floor
         if self._gap > floor:
             self._close_gap()
-            if self._rate_gap is None:
-                # Growth waits for a full round at the floor.
-                self._round = _Round()
-                return Reaction(kind="good", decreased=False)
-        if not self.cfg.adaptive or self._concurrency >= self.cfg.max_concurrency:
-            return Reaction(kind="good", decreased=False)
-        # Where the gap carries the rate the host set, a limit that holds the host
-        # below that rate only wastes it: it may grow while the gap is still closing.
+        if (
+            not self.cfg.adaptive
+            or self._concurrency >= self.cfg.max_concurrency
+            or self._rise is not None  # judging a rise: at the lower load
+        ):
+            return good
+        # Where the gap is still above its floor, the limit grows only if it held the
+        # host back (the limit, not the gap, set the pace).
         used = round_.reached_limit if self._gap <= floor else round_.held_back
-        if round_.good < self._concurrency or not used:
-            return Reaction(kind="good", decreased=False)
+        if round_.good < self._concurrency or not used or not self._loaded(round_, now):
+            return good
         overloaded_at = self._overloaded_at
         if overloaded_at is not None and self._concurrency + 1 >= overloaded_at[0]:
             if now - overloaded_at[1] < self.cfg.probe_time:
                 # The host was overloaded at that limit: try it again only now and then.
-                return Reaction(kind="good", decreased=False)
+                return good
             if self._concurrency >= overloaded_at[0]:
                 self._overloaded_at = None  # a full round there went well: it has changed
-        self._concurrency += 1
-        self._round = _Round()
-        return Reaction(kind="good", decreased=False)
+        grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
+        self._concurrency = min(self.cfg.max_concurrency, grown)
+        self._fresh_round(now)
+        return good
+
+    def _loaded(self, round_: _Round, now: float) -> bool:
+        """The limit was full for as long as the host's answers take (its slow pages,
+        not its fastest): a round of millisecond answers proves nothing."""
+        full = round_.full_time
+        if round_.full_since is not None:
+            full += now - round_.full_since
+        return full >= PROBE_SHARE * (self._latency.slow or 0.0)
+
+    def _count_survivor(self, ticket: Ticket) -> None:
+        """A good answer from the round of the overload that ended slow start: the host
+        served that many at once, so the halved limit goes back up to it (and the
+        limit above it is the one it was overloaded at)."""
+        if self._survivors is None or ticket.round != self._round_number - 1:
+            return
+        self._survivors += 1
+        overloaded = self._overloaded_at
+        if overloaded is None or self._survivors < self._concurrency:
+            return
+        served = min(self._survivors, self._survivor_cap)
+        self._overloaded_at = (served + 1, overloaded[1])
+        if served > self._concurrency:
+            self._concurrency = served
+            self._round = _Round()
 
     def _close_gap(self) -> None:
-        """Additive closing, but gentle near the spacing at which the host last pushed
-        back: a rate-limited host pauses the crawl for every overshoot."""
-        gap, pushback, cfg = self._gap, self._pushback, self.cfg
+        """Halve the excess over the target (the floor, or just above the spacing at
+        which the host last pushed back), then close gently near that spacing: a
+        rate-limited host pauses the crawl for every overshoot."""
+        gap, pushback, cfg, floor = self._gap, self._pushback, self.cfg, self.floor
+        share = cfg.recovery / (1 + cfg.recovery)
         if pushback is None:
-            gap -= cfg.delay_step
+            gap = floor + (gap - floor) * (1 - share)
+            if gap - floor <= SNAP:
+                gap = floor
         else:
             # Near the pushback the gap shrinks by the margin per probe_time at one
             # response per gap (or per probe_requests responses, if slower); below it
@@ -597,14 +905,16 @@ class HostController:
             step = cfg.margin * gap * min(gap / cfg.probe_time, 1 / cfg.probe_requests) * speed
             top = pushback * (1 + cfg.margin)
             if gap > top:
-                # Back towards the pushback after a doubling, by additive steps but no
-                # faster than the excess shrinks e-fold per approach_time: a limiter
-                # accepts a few requests after each pause, and they must not undo it.
-                excess = (gap - top) * min(1.0, gap / cfg.approach_time)
-                step = max(step, min(cfg.delay_step, excess))
+                # Back towards the pushback after a doubling: the excess halves per
+                # response, but shrinks no faster than e-fold per approach_time: a
+                # limiter accepts a few requests after each pause, and they must not
+                # undo it.
+                if self._rate_gap is not None:
+                    share = min(share, gap / cfg.approach_time)
+                step = max(step, (gap - top) * share)
             gap -= step
         self._set_gap(gap)
-        if self._gap <= self.floor:
+        if self._gap <= floor:
             self._pushback = self._rate_gap = None
 
     def _pushback_spacing(self, now: float) -> tuple[float | None, bool]:
@@ -623,7 +933,7 @@ class HostController:
     def _allowed_spacing(self) -> float:
         """The spacing the controller allows: by its gap, or by its limit at the best
         latency. A host with a steady backlog is requested at this pace."""
-        return max(self._gap, (self._latency.best or 0.0) / self._concurrency)
+        return max(self._gap, (self._latency.baseline or 0.0) / self._concurrency)
 
     def _spacing(self, now: float) -> float | None:
         """Seconds per request the host accepted just before now, not counting time
@@ -662,7 +972,9 @@ class HostController:
             "delay": self._gap,
             "concurrency": self._concurrency,
             "crawl_delay": self._crawl_delay,
-            "best_latency": self._latency.best,
+            "best_latency": self._latency.baseline,
+            "latencies": list(self._latency.values),
+            "slow_start": self._slow_start,
             "paused_until": until if math.isfinite(until) else None,
             "pushback": self._pushback,
             "rate_gap": self._rate_gap,
@@ -681,10 +993,19 @@ class HostController:
             raise ValueError(f"controller state concurrency={concurrency!r}: expected >= 1")
         if cfg.adaptive:
             host._concurrency = min(concurrency, cfg.max_concurrency)
-        best = _state_optional(state, "best_latency")
-        if best is not None:
-            # Kept for one window after the resume, then measured afresh.
-            host._latency.previous = best
+        latencies = state.get("latencies")
+        if latencies is None:
+            best = _state_optional(state, "best_latency")  # a state of version 1
+            latencies = [] if best is None else [best]
+        if not isinstance(latencies, list) or len(latencies) > LATENCY_SAMPLES:
+            raise ValueError(f"controller state latencies={latencies!r}: expected a short list")
+        for value in latencies:
+            _state_number({"latency": value}, "latency", 0.0)
+            host._latency.values.append(float(value))
+        slow_start = state.get("slow_start", False)
+        if not isinstance(slow_start, bool):
+            raise ValueError(f"controller state slow_start={slow_start!r}: expected a boolean")
+        host._slow_start = slow_start
         until = _state_optional(state, "paused_until", allow_negative=True)
         if until is not None:
             host._pauses.until = host._pauses.start = until
