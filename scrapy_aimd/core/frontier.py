@@ -273,11 +273,8 @@ class Frontier(Generic[T]):
         """A response came back; ``page`` is False for one that is not a page
         (robots.txt), whose latency must not set the host's baseline."""
         state = self._host(host)
-        # TODO(issue 10): once HostController.finish takes ``page``, call it as
-        #   state.controller.finish(ticket, now, status=status, latency=latency,
-        #                           retry_after=retry_after, page=page)
         reaction = state.controller.finish(
-            ticket, now, status=status, latency=latency, retry_after=retry_after
+            ticket, now, status=status, latency=latency, retry_after=retry_after, page=page
         )
         self._file(host, state, now)
         return reaction
