@@ -226,7 +226,7 @@ def format_totals(runs: list[NginxRun]) -> str:
 
 
 def host_cell(host: dict[str, Any]) -> str:
-    """pages of reachable, requests, 429+503, time (ratio) in one cell."""
+    """Pages of reachable, requests, 429+503, time (ratio) in one cell."""
     if host["actual_seconds"] is None:
         return "not asked"
     if host["pages_fetched"] < host["pages_total"]:
@@ -235,7 +235,8 @@ def host_cell(host: dict[str, Any]) -> str:
         ratio = "" if host["ratio"] is None else f" ({host['ratio']:.2f})"
     return (
         f"{host['pages_fetched']}/{host['pages_total']}, {host['requests']} req,"
-        f" {host['throttled']} 429+503, {host['actual_seconds']:.1f} s{ratio}"
+        f" {share(host['throttled'], host['requests'])} 429+503,"
+        f" {host['actual_seconds']:.1f} s{ratio}"
     )
 
 
