@@ -199,22 +199,21 @@ def test_real_nginx_enforces_the_configured_limits(bench: Any, tmp_path: Path) -
     with bench.server.run_nginx(tmp_path / "run", bench.hosts.HOSTS, roots, nginx) as listening:
         url = {item.host.name: item.url for item in listening}
         assert get(url["rate"] + "/")[0] == 200
-        status, headers = get(url["rate"] + "/")  # at once: above 3 r/s, no burst
-        assert status == 429
-        assert headers["Retry-After"] == "1"
+        # At once, above 3 r/s with no burst: refused (a few tries, for a busy machine).
+        refused = [get(url["rate"] + "/") for _ in range(5)]
+        assert (429, "1") in [(status, headers["Retry-After"]) for status, headers in refused]
         assert get(url["open"] + "/genindex.html")[0] == 404
         assert get(url["open"] + "/")[1]["Retry-After"] is None
-        status, _ = get(url["polite"] + "/robots.txt")
-        assert status == 200
+        assert get(url["polite"] + "/robots.txt")[0] == 200
     log = bench.accesslog.read_log(tmp_path / "run" / "access.log")
-    assert [(e.status, e.path) for e in log] == [
+    assert [(e.status, e.path) for e in log[:1] + log[-3:]] == [
         (200, "/"),
-        (429, "/"),
         (404, "/genindex.html"),
         (200, "/"),
         (200, "/robots.txt"),
     ]
-    assert log[2].uri == "/404.html"
+    assert {e.host for e in log} == {"127.0.0.2", "127.0.0.8", "127.0.0.7"}
+    assert log[-3].uri == "/404.html"  # nginx's error_page, with the 404 kept
 
 
 def test_bench_nginx_on_a_tiny_tree(bench: Any, tmp_path: Path) -> None:
