@@ -252,16 +252,16 @@ def _chosen(settings: BaseSettings, name: str, ours: str) -> str | None:
 
 
 def _is_ours(component: object) -> bool:
-    """A scheduler given as AimdScheduler or a subclass of it."""
+    """A scheduler given as AimdScheduler or a subclass of it (by path: the scheduler
+    module imports this one)."""
     from scrapy.utils.misc import load_object
-
-    from scrapy_aimd.scheduler import AimdScheduler
 
     try:
         cls = load_object(component) if isinstance(component, str) else component
     except (ImportError, NameError, ValueError, AttributeError):
         return False
-    return isinstance(cls, type) and issubclass(cls, AimdScheduler)
+    mro = getattr(cls, "__mro__", ())
+    return any(f"{c.__module__}.{c.__qualname__}" == COMPONENTS["SCHEDULER"] for c in mro)
 
 
 def _one_page_command(settings: BaseSettings, spider: object) -> str | None:
