@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from scrapy_aimd.host_totals import HostTotals
 
-#: The header, with units; "best" is the fastest page answer seen.
+#: The header, with units; "best" is the host's latency baseline.
 COLUMNS = (
     "host",
     "requests",
@@ -35,7 +35,8 @@ COLUMNS = (
 #: Below the table: what the columns mean where the header cannot say it.
 LEGEND = (
     "4xx and 5xx exclude 429 and 503; gap s: seconds between two request starts; "
-    "best ms: the fastest answer (time to the response headers)"
+    "best ms: the host's latency baseline, a low percentile of its recent page "
+    "fetch times (to the response headers)"
 )
 DEFAULT_ROWS = 20
 

@@ -70,4 +70,4 @@ def test_the_live_line_and_the_summary_name_the_hosts_that_hold_the_crawl_back(
     assert int(first[header.index("429")]) >= 1
     assert first[header.index("4xx")] == "0"  # a 429 is not counted twice
     assert table[3].startswith("... and 2 more hosts")
-    assert "best ms: the fastest answer" in table[4]
+    assert "best ms: the host's latency baseline" in table[4]
