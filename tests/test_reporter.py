@@ -182,17 +182,7 @@ def test_the_summary_shows_the_troubled_hosts_first_and_counts_the_rest() -> Non
         troubled.add(record)
     rows.append(("zz-troubled", troubled))
     lines = format_summary(rows, max_rows=5).splitlines()
-    assert lines[0].split()[:9] == [
-        "host",
-        "requests",
-        "2xx",
-        "3xx",
-        "4xx",
-        "429",
-        "5xx",
-        "503",
-        "cached",
-    ]
+    assert " ".join(lines[0].split()[:10]) == "host requests 2xx 3xx 4xx 429 5xx 503 cached errors"
     assert lines[1].split()[0] == "zz-troubled"
     assert lines[1].split()[5] == "1" and lines[1].split()[4] == "0"
     assert [line.split()[0] for line in lines[2:6]] == ["h00", "h01", "h02", "h03"]
