@@ -66,6 +66,7 @@ def test_the_spiders_download_delay_is_the_hosts_floor_and_not_the_downloaders(
     assert min(start_gaps(events)) >= 0.4 - 1e-3  # the controller keeps it
     assert {item["slot_delay"] for item in result.items} == {0.0}  # the downloader does not
     assert "the spider's download_delay=0.4 → AIMD_MIN_DELAY=0.4" in result.log
+    assert "also delays every request in the downloader" not in result.log
     close = json.loads(events.read_text().splitlines()[-1])
     assert [row["delay"] for row in close["hosts"].values()] == [0.4]
 
