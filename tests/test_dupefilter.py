@@ -296,3 +296,54 @@ def test_lazy_import_from_the_package() -> None:
     import scrapy_aimd
 
     assert scrapy_aimd.AimdDupeFilter is AimdDupeFilter
+
+
+def test_a_torn_batch_written_again_after_it_is_read_past(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a failed write left before: part of a batch, then the whole batch again.
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    for n in range(3):
+        dupefilter.request_seen(Request(f"http://example.com/{n}"))
+    dupefilter.close("finished")
+    path = seen_file(tmp_path)
+    data = path.read_bytes()
+    last = data[-16:]  # a batch of one key: count, key, CRC
+    path.write_bytes(data[:-16] + last[:7] + last)
+    with caplog.at_level(logging.WARNING):
+        resumed = AimdDupeFilter(str(tmp_path))
+    assert "written again" in caplog.text
+    assert len(resumed) == 3
+
+
+def test_a_header_cut_short_starts_the_file_again(tmp_path: Path) -> None:
+    AimdDupeFilter(str(tmp_path)).close("finished")
+    path = seen_file(tmp_path)
+    path.write_bytes(path.read_bytes()[:10])  # the disk filled as the file was made
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    dupefilter.request_seen(Request("http://example.com/a"))
+    dupefilter.close("finished")
+    assert len(AimdDupeFilter(str(tmp_path))) == 1
+
+
+def test_keys_are_not_written_when_the_frontier_cannot_commit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    errors: list[BaseException] = []
+
+    def before_flush() -> None:
+        raise RuntimeError("the frontier cannot commit")
+
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    size = seen_file(tmp_path).stat().st_size
+    dupefilter.before_flush = before_flush
+    dupefilter.on_error = errors.append
+    dupefilter.request_seen(Request("http://example.com/a"))
+    dupefilter.flush()  # raises nothing: reported once
+    dupefilter.before_flush = None
+    dupefilter.request_seen(Request("http://example.com/b"))
+    dupefilter.close("finished")
+    assert [str(e) for e in errors] == ["the frontier cannot commit"]
+    assert "Stopping the crawl" in caplog.text
+    assert seen_file(tmp_path).stat().st_size == size  # nothing written after
+    assert dupefilter.request_seen(Request("http://example.com/a"))  # still filtered

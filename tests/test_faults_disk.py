@@ -1,0 +1,245 @@
+"""A full disk under JOBDIR, on a real small filesystem: the frontier store and
+the seen-keys file keep only what can be resumed, and the crawl stops with an
+error that says the disk is full.
+
+The small filesystem is a tmpfs mounted for the test (root only). Where that is
+not permitted, these tests are skipped with a reason that says they did not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scrapy import Request
+
+from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME, AimdDupeFilter, read_seen_keys
+from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
+
+NOT_MOUNTED = "NOT TESTED: a full disk needs a small tmpfs, and mounting one is not permitted"
+
+
+class SmallDisk:
+    """A tmpfs of a given size, and a filler file that takes the space left."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.filler = path / "filler"
+
+    def fill(self) -> int:
+        """Take every free byte; the bytes taken."""
+        taken = 0
+        with self.filler.open("ab", buffering=0) as file:
+            block = b"\0" * 4096
+            while True:
+                try:
+                    written = file.write(block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    return taken
+                taken += written or 0
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def resize(self, kib: int) -> None:
+        _mount(["-o", f"remount,size={kib}k", str(self.path)])
+
+
+def _mount(arguments: list[str]) -> None:
+    done = subprocess.run(["mount", *arguments], capture_output=True, text=True, check=False)
+    if done.returncode:
+        pytest.skip(f"{NOT_MOUNTED}: mount {' '.join(arguments)}: {done.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def small_disk(parent: Path, kib: int) -> Iterator[SmallDisk]:
+    """A tmpfs of ``kib`` KiB in ``parent``, unmounted afterwards."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip(f"{NOT_MOUNTED} (not root, or no mount command)")
+    path = parent / "disk"
+    path.mkdir()
+    _mount(["-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(path)])
+    try:
+        yield SmallDisk(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def encode(item: str) -> bytes:
+    return item.encode()
+
+
+def decode(data: bytes) -> str:
+    return data.decode()
+
+
+def open_store(path: Path) -> SqliteQueueStore[str]:
+    return SqliteQueueStore(path, encode=encode, decode=decode, stamp={"spider": "s"})
+
+
+def rows(path: Path) -> list[str]:
+    """Every item the file holds, by reopening it (a resume)."""
+    store = open_store(path)
+    try:
+        items = []
+        while (item := store.pop("h")) is not None:
+            items.append(item)
+        return sorted(items)
+    finally:
+        store.close()
+
+
+# -- the frontier store ------------------------------------------------------------------
+
+
+def push_until_full(store: SqliteQueueStore[str]) -> None:
+    """Push big children and commit every 50, until the store raises."""
+    for n in range(100_000):
+        store.push("h", (0, 0, 100 + n), f"child-{n}-" + "x" * 2000)
+        if n % 50 == 0:
+            store.commit()
+
+
+def test_after_a_commit_fails_on_a_full_disk_nothing_more_is_durable(tmp_path: Path) -> None:
+    """The bug: SQLite rolls back on "disk full", the store kept writing as if in a
+    transaction, so later writes were each durable alone: the deletes of done
+    parents stuck while their children's inserts were gone."""
+    with small_disk(tmp_path, 1024) as disk:
+        path = disk.path / "frontier.sqlite"
+        store = open_store(path)
+        parents = [f"parent-{n}" for n in range(20)]
+        for n, item in enumerate(parents):
+            store.push("h", (0, 0, n), item)
+        store.commit()
+        assert [store.pop("h") for _ in parents] == parents
+        disk.fill()
+        with pytest.raises(StoreError, match="disk is full"):
+            push_until_full(store)
+        disk.free()
+        # The crawl is stopping; the engine finishes what is in flight.
+        refused = []
+        for item in parents:
+            try:
+                store.done(item)
+            except StoreError as exc:
+                refused.append(str(exc))
+        with contextlib.suppress(StoreError):
+            store.commit()
+        with contextlib.suppress(StoreError):
+            store.close()
+        restored = rows(path)
+        assert set(parents) <= set(restored)  # every parent is fetched again
+        assert len(refused) == len(parents)
+        assert all("nothing more is written" in message for message in refused)
+        assert store.failed
+
+
+def test_after_fail_no_write_is_durable(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite"
+    store = open_store(path)
+    store.push("h", (0, 0, 0), "kept")
+    store.commit()
+    store.push("h", (0, 0, 1), "not committed")
+    assert store.pop("h") == "kept"
+    store.fail("the seen keys cannot be written")
+    with pytest.raises(StoreError, match="the seen keys cannot be written"):
+        store.done("kept")
+    with pytest.raises(StoreError, match="the seen keys cannot be written"):
+        store.commit()
+    store.close()
+    assert rows(path) == ["kept"]
+
+
+def test_a_transaction_rolled_back_behind_the_store_fails_it(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite"
+    store = open_store(path)
+    store.push("h", (0, 0, 0), "a")
+    store.commit()
+    store.push("h", (0, 0, 1), "b")
+    store._conn.execute("ROLLBACK")  # as SQLite does on its own after SQLITE_FULL
+    with pytest.raises(StoreError, match="rolled back"):
+        store.push("h", (0, 0, 2), "c")
+    store.close()
+    assert rows(path) == ["a"]
+
+
+# -- the seen-keys file ---------------------------------------------------------------------
+
+
+def keys_in(path: Path, dupefilter: AimdDupeFilter) -> int:
+    keys, intact = read_seen_keys(path, dupefilter.rules_id)
+    assert intact == path.stat().st_size  # whole batches only
+    return len(keys)
+
+
+def test_no_space_while_writing_keys_leaves_whole_batches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with small_disk(tmp_path, 256) as disk:
+        errors: list[BaseException] = []
+        dupefilter = AimdDupeFilter(str(disk.path))
+        dupefilter.on_error = errors.append
+        dupefilter.before_flush = lambda: None
+        path = disk.path / SEEN_KEYS_FILENAME
+        written = 0
+        for n in range(4000):  # 100 batches of 40 keys: 32 KiB
+            dupefilter.request_seen(Request(f"http://example.com/{n}"))
+            if n % 40 == 39:
+                dupefilter.flush()
+                written = n + 1
+                if n == 1999:
+                    disk.fill()
+                    disk.free()
+                    # Leave room for part of a batch only.
+                    with disk.filler.open("wb") as filler:
+                        filler.write(b"\0" * (256 * 1024 - path.stat().st_size - 4096 - 100))
+                    disk.fill()
+        assert len(errors) == 1
+        assert isinstance(errors[0], OSError)
+        assert errors[0].errno == errno.ENOSPC
+        assert "Stopping the crawl" in caplog.text
+        assert dupefilter.failure is errors[0]
+        on_disk = keys_in(path, dupefilter)
+        assert 2000 <= on_disk < written
+        disk.free()
+        dupefilter.request_seen(Request("http://example.com/after"))
+        dupefilter.close("jobdir_error")  # writes nothing more, raises nothing
+        assert len(errors) == 1
+        assert keys_in(path, dupefilter) == on_disk
+        with caplog.at_level(logging.WARNING):
+            resumed = AimdDupeFilter(str(disk.path))
+        assert len(resumed) == on_disk
+
+
+def test_the_flush_timer_survives_a_full_disk(tmp_path: Path) -> None:
+    with small_disk(tmp_path, 64) as disk:
+        timers: list[object] = []
+
+        class Timer:
+            def __init__(self, delay: float, function: object) -> None:
+                timers.append(function)
+
+            def cancel(self) -> None:
+                pass
+
+        errors: list[BaseException] = []
+        dupefilter = AimdDupeFilter(str(disk.path), call_later=Timer)
+        dupefilter.on_error = errors.append
+        dupefilter.before_flush = lambda: None
+        disk.fill()  # the file's last page has room still: a batch of 8 KiB has not
+        for n in range(1000):
+            dupefilter.request_seen(Request(f"http://example.com/{n}"))
+        (fire,) = timers
+        assert callable(fire)
+        fire()  # raised OSError into the reactor before
+        assert len(errors) == 1
+        assert isinstance(errors[0], OSError)
