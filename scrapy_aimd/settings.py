@@ -93,8 +93,8 @@ def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 
             number = int(value.strip())  # a 5000-digit string is a ValueError
         elif isinstance(value, numbers.Integral):
             number = operator.index(value)
-        elif isinstance(value, (float, numbers.Real)):
-            number = int(math.trunc(value))  # inf: OverflowError, nan: ValueError
+        elif isinstance(value, numbers.Real):  # float, Fraction
+            number = int(float(value))  # inf: OverflowError, nan: ValueError
             if number != value:
                 raise ValueError(value)
         else:
