@@ -42,6 +42,7 @@ JOBDIR), ``aimd/dupefilter/keys`` (keys held at close), ``aimd/dupefilter/write_
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 import zlib
@@ -355,10 +356,12 @@ class AimdDupeFilter:
                 self._file.truncate(self._end)  # frees space: works on a full disk
             except OSError:
                 logger.debug("Cannot truncate %s", self.path, exc_info=True)
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            what = f"{self.path} cannot be written: the disk is full"
+        elif isinstance(exc, OSError):
             what = f"{self.path} cannot be written"
         else:
-            what = f"the keys for {self.path} wait for a frontier that cannot commit"
+            what = f"the keys for {self.path} are not written: the frontier did not commit"
         logger.error(
             "Stopping the crawl: %s (%s: %s). The %d keys not written stay in memory; "
             "after a resume their requests are fetched again.",

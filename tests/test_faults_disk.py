@@ -14,14 +14,17 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from scrapy import Request
+from test_jobdir_crawl import Job
 
 from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME, AimdDupeFilter, read_seen_keys
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
+from sitefarm import HostSpec, start_farm, summarize
 
 NOT_MOUNTED = "NOT TESTED: a full disk needs a small tmpfs, and mounting one is not permitted"
 
@@ -243,3 +246,46 @@ def test_the_flush_timer_survives_a_full_disk(tmp_path: Path) -> None:
         fire()  # raised OSError into the reactor before
         assert len(errors) == 1
         assert isinstance(errors[0], OSError)
+
+
+# -- a real crawl that fills the disk, then resumes with space -------------------------
+
+
+def test_a_crawl_that_fills_the_disk_stops_and_resumes_with_every_page(tmp_path: Path) -> None:
+    """The crawl stops with an ERROR that says the disk is full. Space comes back
+    while it closes (another process freed some, or SQLite reuses the space of
+    the frames it rolled back): before, the deletes of its finished requests then
+    became durable one by one while their children's inserts had been rolled
+    back, and the resumed crawl never fetched those children. Twice over, then
+    a resume with space: every page must have been fetched."""
+    # Answers take 0.2 s: the crawl closes that long after the error, with
+    # requests in flight that finish meanwhile.
+    specs = [HostSpec(name=f"site{i}", pages=200, latency=0.2, seed=i) for i in range(4)]
+    with small_disk(tmp_path, 4096) as disk, start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, {"JOBDIR": str(disk.path / "job")})
+        for _ in range(2):
+            run = job.start()
+            job.wait_for_requests(run, 120)
+            disk.fill()
+            wait_for_an_error(run.out / "crawl.log", run.process)
+            disk.free()  # while the crawl closes: nothing more may be committed
+            assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
+            errors = [line for line in run.log().splitlines() if "ERROR" in line]
+            assert errors, run.log()[-3000:]
+            assert "disk is full" in errors[0], errors
+            assert run.stats()["finish_reason"] == "jobdir_error"
+        disk.resize(64 * 1024)
+        last = job.finish()
+        records = farm.read_log()
+    for name, summary in summarize(records, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    assert last.stats()["aimd/jobdir/restored"] > 0
+
+
+def wait_for_an_error(log: Path, process: subprocess.Popen[bytes]) -> None:
+    """Until the crawl logs an ERROR (or ends), looking every 5 ms."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and "ERROR" in log.read_text():
+            return
+        time.sleep(0.005)
