@@ -469,7 +469,8 @@ class SqliteQueueStore(Generic[T]):
 
     def _failed(self, what: str, exc: sqlite3.Error) -> StoreError:
         """Fail the store after ``exc``; the error to raise, which says so."""
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL:
+        full = getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL
+        if full or "disk is full" in str(exc):  # sqlite_errorcode: Python 3.11+
             cause = (
                 f"the disk is full ({exc}). Nothing written since the last commit is "
                 f"kept; free some space and resume the crawl with the same JOBDIR"
