@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import subprocess
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -347,3 +350,49 @@ def test_keys_are_not_written_when_the_frontier_cannot_commit(
     assert "Stopping the crawl" in caplog.text
     assert seen_file(tmp_path).stat().st_size == size  # nothing written after
     assert dupefilter.request_seen(Request("http://example.com/a"))  # still filtered
+
+
+class _FullAfter:
+    """A file on a disk with ``room`` bytes left: a write takes what fits, then
+    the next one fails with ENOSPC, as write(2) does."""
+
+    def __init__(self, file: Any, room: int) -> None:
+        self.file = file
+        self.room = room
+
+    def write(self, data: bytes | memoryview) -> int:
+        if not self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written: int = self.file.write(bytes(data[: self.room]))
+        self.room -= written
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(room=st.integers(0, 3000), batches=st.lists(st.integers(1, 60), min_size=1, max_size=8))
+def test_a_write_cut_at_any_byte_resumes_with_the_whole_batches(
+    tmp_path_factory: pytest.TempPathFactory, room: int, batches: list[int]
+) -> None:
+    jobdir = tmp_path_factory.mktemp("jobdir")
+    dupefilter = AimdDupeFilter(str(jobdir))
+    errors: list[BaseException] = []
+    dupefilter.on_error = errors.append
+    dupefilter.before_flush = lambda: None
+    dupefilter._file = _FullAfter(dupefilter._file, room)  # type: ignore[assignment]
+    durable = 0
+    number = 0
+    for size in batches:
+        for _ in range(size):
+            dupefilter.request_seen(Request(f"http://example.com/{number}"))
+            number += 1
+        dupefilter.flush()
+        if not errors:
+            durable += size
+    dupefilter._file.room = 10**9  # space freed: still nothing more is written
+    dupefilter.close("finished")
+    assert len(errors) <= 1
+    resumed = AimdDupeFilter(str(jobdir))  # never "checksum mismatch"
+    assert len(resumed) == durable
