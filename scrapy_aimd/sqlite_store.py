@@ -417,11 +417,11 @@ class SqliteQueueStore(Generic[T]):
             return
         self.failure = reason
         self._in_transaction = False
-        if self._conn.in_transaction:
-            try:
+        try:
+            if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
-            except sqlite3.Error:  # SQLite may have rolled it back already
-                logger.debug("ROLLBACK failed in %s", self.path, exc_info=True)
+        except sqlite3.Error:  # rolled back by SQLite already, or closed
+            logger.debug("ROLLBACK failed in %s", self.path, exc_info=True)
 
     @property
     def failed(self) -> bool:

@@ -289,3 +289,10 @@ def wait_for_an_error(log: Path, process: subprocess.Popen[bytes]) -> None:
         if log.exists() and "ERROR" in log.read_text():
             return
         time.sleep(0.005)
+
+
+def test_fail_after_close_is_harmless(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "frontier.sqlite")
+    store.close()
+    store.fail("late")
+    assert store.failed
