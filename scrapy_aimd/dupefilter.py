@@ -308,10 +308,10 @@ class AimdDupeFilter:
         return self._request_key(request.replace(url=url))
 
     def _buffer(self, key: int) -> None:
-        if self.failure is not None:
-            return  # in memory only from now on
         if len(self._pending) >= BATCH_KEYS:
             self.flush()  # before this key: its request is not stored yet
+        if self.failure is not None:
+            return  # in memory only from now on
         self._pending.append(key)
         if self.before_flush is None and (
             len(self._pending) >= BATCH_KEYS or self._call_later is None
