@@ -185,6 +185,16 @@ def measure_child(structure: str, keys: int) -> None:
     print((after - before) / keys, (max(_peak_rss_bytes(), after) - before) / keys)
 
 
+def _in_child(option: str, structure: str, keys: int) -> list[str]:
+    """What this script prints with ``option structure keys`` in a fresh process."""
+    return subprocess.run(
+        [sys.executable, __file__, option, structure, str(keys)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+
+
 def memory(key_counts: list[int]) -> None:
     """Print bytes per key of each structure at each size."""
     print("memory per key (RSS growth in a fresh process; peak in brackets)")
@@ -193,12 +203,7 @@ def memory(key_counts: list[int]) -> None:
     for keys in key_counts:
         cells = []
         for structure in ("SeenSet", "set", "RFPDupeFilter"):
-            output = subprocess.run(
-                [sys.executable, __file__, "--memory-child", structure, str(keys)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout.split()
+            output = _in_child("--memory-child", structure, keys)
             resident, peak = float(output[0]), float(output[1])
             cells.append(f"{resident:6.1f} ({peak:5.1f}) B")
         print(f"{keys:>12,}  " + "  ".join(f"{cell:>16}" for cell in cells))
@@ -229,12 +234,7 @@ def latency(keys: int) -> None:
         f"  {'longest growth':>14}"
     )
     for structure in ("SeenSet", "RFPDupeFilter"):
-        output = subprocess.run(
-            [sys.executable, __file__, "--latency-child", structure, str(keys)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.split()
+        output = _in_child("--latency-child", structure, keys)
         worst, at, percentile, slow = float(output[0]), int(output[1]), float(output[2]), output[3]
         growth = f"{float(output[4]) * 1000:11.1f} ms" if output[4] != "-" else f"{'-':>14}"
         print(
