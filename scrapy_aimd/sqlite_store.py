@@ -146,11 +146,15 @@ class SqliteQueueStore(Generic[T]):
 
     def _connect(self) -> sqlite3.Connection:
         path = self.path
-        self.created = not path.exists() or path.stat().st_size == 0
-        if not self.created:
-            with path.open("rb") as file:
-                if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
-                    raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
+        try:
+            self.created = not path.exists() or path.stat().st_size == 0
+            if not self.created:
+                with path.open("rb") as file:
+                    magic = file.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise StoreError(f"{path} cannot be read: {exc}") from exc
+        if not self.created and magic != _SQLITE_MAGIC:
+            raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
         try:
             return sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
         except sqlite3.Error as exc:

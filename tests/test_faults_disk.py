@@ -296,3 +296,12 @@ def test_fail_after_close_is_harmless(tmp_path: Path) -> None:
     store.close()
     store.fail("late")
     assert store.failed
+
+
+def test_an_unreadable_frontier_names_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "frontier.sqlite"
+    path.mkdir()  # reading it is an OSError (IsADirectoryError)
+    (path / "x").write_bytes(b"x")
+    with pytest.raises(StoreError, match="cannot be read") as error:
+        open_store(path)
+    assert str(path) in str(error.value)
