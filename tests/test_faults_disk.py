@@ -17,8 +17,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import scrapy
+from crawling import AIMD, run_crawl
 from scrapy import Request
 from test_jobdir_crawl import Job
 
@@ -305,3 +308,73 @@ def test_an_unreadable_frontier_names_its_path(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot be read") as error:
         open_store(path)
     assert str(path) in str(error.value)
+
+
+#: Links on /p/0 of the fan-out site: more than a checkpoint's writes (2000).
+FAN = 2500
+
+
+class FanOutSpider(scrapy.Spider):
+    """``/`` links to ``/p/0``, which alone links to ``/p/1`` .. ``/p/{FAN}``.
+
+    With the setting ``FAULTS_FILL_DIR``, the callback of ``/p/0`` fills that
+    disk before it yields its links and frees it after: the commit that comes
+    in the middle of them (every 2000 writes) fails, while ``/p/0`` is not done.
+    """
+
+    name = "fanout"
+
+    def __init__(self, start_urls: list[str], follow: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = start_urls
+
+    def parse(self, response: scrapy.http.Response) -> Any:
+        yield response.follow("/p/0", self.parse_fan)
+
+    def parse_fan(self, response: scrapy.http.Response) -> Any:
+        fill = self.settings.get("FAULTS_FILL_DIR")
+        disk = SmallDisk(Path(fill)) if fill else None
+        if disk is not None:
+            disk.fill()
+        for number in range(1, FAN + 1):
+            yield response.follow(f"/p/{number}", self.parse_leaf)
+        if disk is not None:
+            disk.free()  # before the crawl closes and forgets the requests it finished
+
+    def parse_leaf(self, response: scrapy.http.Response) -> Any:
+        yield {"url": response.url}
+
+
+def test_a_page_whose_links_fill_the_disk_is_fetched_again_with_them(tmp_path: Path) -> None:
+    """The commit in the middle of /p/0's links fails on a full disk, and SQLite
+    rolls them back. Before, the store went on in autocommit once the space was
+    back: /p/0's delete, when the crawl closed, was durable, its key was on disk,
+    and the resumed crawl filtered /p/0 and never fetched one of its links."""
+    # /p/0 answers after 1 s: its key is on disk by then (written within 0.25 s).
+    specs = [HostSpec(name="fan", pages=FAN + 1, hang_paths=["/p/0"], hang_seconds=1.0)]
+    with small_disk(tmp_path, 4096) as disk, start_farm(specs, max_seconds=300) as farm:
+        settings = {
+            **AIMD,
+            "JOBDIR": str(disk.path / "job"),
+            "AIMD_MAX_CONCURRENCY": 16,
+            "CONCURRENT_REQUESTS": 16,
+        }
+        starts = [farm.url("fan", "/")]
+        spider = f"{__name__}.FanOutSpider"
+        first = run_crawl(
+            starts,
+            tmp_path / "run0",
+            {**settings, "FAULTS_FILL_DIR": str(disk.path)},
+            spider=spider,
+        )
+        errors = [line for line in first.log.splitlines() if "ERROR" in line]
+        assert errors, first.log[-3000:]
+        assert "disk is full" in errors[0], errors
+        assert first.stats["finish_reason"] == "jobdir_error"
+        disk.resize(64 * 1024)
+        last = run_crawl(starts, tmp_path / "run1", settings, spider=spider)
+        records = farm.read_log()
+    assert last.stats["finish_reason"] == "finished"
+    served = {r["path"] for r in records if r["status"] == 200}
+    missing = [n for n in range(FAN + 1) if f"/p/{n}" not in served]
+    assert not missing, f"{len(missing)} pages never fetched, from /p/{missing[0]}"
