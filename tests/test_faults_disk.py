@@ -67,11 +67,11 @@ def _mount(arguments: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def small_disk(parent: Path, kib: int) -> Iterator[SmallDisk]:
-    """A tmpfs of ``kib`` KiB in ``parent``, unmounted afterwards."""
+def small_disk(parent: Path, kib: int, name: str = "disk") -> Iterator[SmallDisk]:
+    """A tmpfs of ``kib`` KiB at ``parent / name``, unmounted afterwards."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip(f"{NOT_MOUNTED} (not root, or no mount command)")
-    path = parent / "disk"
+    path = parent / name
     path.mkdir()
     _mount(["-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(path)])
     try:
@@ -283,6 +283,35 @@ def test_a_crawl_that_fills_the_disk_stops_and_resumes_with_every_page(tmp_path:
     for name, summary in summarize(records, specs).items():
         assert summary.pages_fetched == summary.pages_total, (name, summary)
     assert last.stats()["aimd/jobdir/restored"] > 0
+
+
+def test_a_crawl_whose_seen_keys_fill_their_disk_resumes_with_every_page(
+    tmp_path: Path,
+) -> None:
+    """The seen-keys file lives on a disk of its own (a symlink from the JOBDIR)
+    that fills during the crawl, then gets space back while the crawl closes.
+    Before, the batch cut short stayed in the file and was written again whole
+    after it at close, and the resume failed with "checksum mismatch"."""
+    specs = [HostSpec(name=f"site{i}", pages=300, latency=0.2, seed=i) for i in range(4)]
+    with small_disk(tmp_path, 64, "keys") as keys, start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, {})
+        job.jobdir.mkdir()
+        (job.jobdir / SEEN_KEYS_FILENAME).symlink_to(keys.path / SEEN_KEYS_FILENAME)
+        run = job.start()
+        job.wait_for_requests(run, 100)
+        keys.fill()  # what is left of the file's last page still takes a batch or two
+        wait_for_an_error(run.out / "crawl.log", run.process)
+        keys.free()  # while the crawl closes: nothing more may be written
+        assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
+        errors = [line for line in run.log().splitlines() if "ERROR" in line]
+        assert errors, run.log()[-3000:]
+        assert "disk is full" in errors[0], errors
+        assert "Traceback" not in run.log(), run.log()[-3000:]  # stopped cleanly
+        last = job.finish()
+        records = farm.read_log()
+    for name, summary in summarize(records, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    assert last.stats()["aimd/dupefilter/loaded"] > 0
 
 
 def wait_for_an_error(log: Path, process: subprocess.Popen[bytes]) -> None:
