@@ -31,9 +31,11 @@ in which a torn batch is followed by the same batch written again, as earlier
 versions left it, is read past the torn copy.) After a failed write, or a
 ``before_flush`` that raised (the frontier could not be committed), the
 dupefilter writes nothing more: the keys it holds stay in memory, and their
-requests are fetched again after a resume, never lost. It logs one ERROR and
-calls ``on_error`` with the exception (the scheduler sets it to stop the crawl);
-without ``on_error`` it closes the spider itself (reason ``jobdir_error``).
+requests are fetched again after a resume, never lost. It calls ``on_error``
+once with a :class:`SeenKeysFileError` that names the file and says when the
+disk is full (or with what ``before_flush`` raised): the JOBDIR adapter sets it
+to stop the crawl and log why. Without ``on_error`` it logs one ERROR and
+closes the spider itself (reason ``jobdir_error``).
 
 Stats: ``dupefilter/filtered`` (as RFPDupeFilter), ``aimd/dupefilter/redirect_same_key``
 (redirected requests let through), ``aimd/dupefilter/loaded`` (keys read from
@@ -347,8 +349,8 @@ class AimdDupeFilter:
         self.flush()
 
     def _stop_writing(self, exc: Exception) -> None:
-        """Cut off what the failed write left, write nothing more, report once."""
-        self.failure = exc
+        """Cut off what the failed write left, write nothing more, report once:
+        to ``on_error`` (which logs it), or as an ERROR and a closed spider."""
         unwritten = len(self._pending)
         del self._pending[:]
         if self._file is not None:
@@ -356,24 +358,29 @@ class AimdDupeFilter:
                 self._file.truncate(self._end)  # frees space: works on a full disk
             except OSError:
                 logger.debug("Cannot truncate %s", self.path, exc_info=True)
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            what = f"{self.path} cannot be written: the disk is full"
-        elif isinstance(exc, OSError):
-            what = f"{self.path} cannot be written"
-        else:
-            what = f"the keys for {self.path} are not written: the frontier did not commit"
-        logger.error(
-            "Stopping the crawl: %s (%s: %s). The %d keys not written stay in memory; "
-            "after a resume their requests are fetched again.",
-            what,
-            type(exc).__name__,
-            exc,
-            unwritten,
-        )
+        error: Exception = exc
+        if isinstance(exc, OSError):
+            full = ": the disk is full" if exc.errno == errno.ENOSPC else ""
+            error = SeenKeysFileError(
+                f"{self.path} cannot be written{full} ({exc}); the {unwritten} keys not "
+                f"written stay in memory, and their requests are fetched again after a resume"
+            )
+            error.__cause__ = exc
+        self.failure = error
         self._inc_stat("aimd/dupefilter/write_errors")
         if self.on_error is not None:
-            self.on_error(exc)
+            self.on_error(error)
             return
+        if error is exc:  # from before_flush: the frontier did not commit
+            logger.error(
+                "Stopping the crawl: the keys for %s are not written: the frontier did not "
+                "commit (%s: %s)",
+                self.path,
+                type(exc).__name__,
+                exc,
+            )
+        else:
+            logger.error("Stopping the crawl: %s", error)
         engine = self._crawler.engine if self._crawler is not None else None
         if engine is not None and engine.spider is not None:
             deferred_from_coro(engine.close_spider_async(reason="jobdir_error"))

@@ -329,9 +329,7 @@ def test_a_header_cut_short_starts_the_file_again(tmp_path: Path) -> None:
     assert len(AimdDupeFilter(str(tmp_path))) == 1
 
 
-def test_keys_are_not_written_when_the_frontier_cannot_commit(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_keys_are_not_written_when_the_frontier_cannot_commit(tmp_path: Path) -> None:
     errors: list[BaseException] = []
 
     def before_flush() -> None:
@@ -347,7 +345,6 @@ def test_keys_are_not_written_when_the_frontier_cannot_commit(
     dupefilter.request_seen(Request("http://example.com/b"))
     dupefilter.close("finished")
     assert [str(e) for e in errors] == ["the frontier cannot commit"]
-    assert "Stopping the crawl" in caplog.text
     assert seen_file(tmp_path).stat().st_size == size  # nothing written after
     assert dupefilter.request_seen(Request("http://example.com/a"))  # still filtered
 
@@ -396,3 +393,20 @@ def test_a_write_cut_at_any_byte_resumes_with_the_whole_batches(
     assert len(errors) <= 1
     resumed = AimdDupeFilter(str(jobdir))  # never "checksum mismatch"
     assert len(resumed) == durable
+
+
+def test_without_on_error_a_failed_write_is_one_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dupefilter = AimdDupeFilter(str(tmp_path))
+
+    def before_flush() -> None:
+        raise RuntimeError("the frontier cannot commit")
+
+    dupefilter.before_flush = before_flush
+    dupefilter.request_seen(Request("http://example.com/a"))
+    with caplog.at_level(logging.ERROR):
+        dupefilter.flush()
+        dupefilter.flush()
+    assert caplog.text.count("Stopping the crawl") == 1
+    assert "the frontier did not commit" in caplog.text

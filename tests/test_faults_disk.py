@@ -25,7 +25,12 @@ from crawling import AIMD, run_crawl
 from scrapy import Request
 from test_jobdir_crawl import Job
 
-from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME, AimdDupeFilter, read_seen_keys
+from scrapy_aimd.dupefilter import (
+    SEEN_KEYS_FILENAME,
+    AimdDupeFilter,
+    SeenKeysFileError,
+    read_seen_keys,
+)
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 from sitefarm import HostSpec, start_farm, summarize
 
@@ -210,9 +215,12 @@ def test_no_space_while_writing_keys_leaves_whole_batches(
                         filler.write(b"\0" * (256 * 1024 - path.stat().st_size - 4096 - 100))
                     disk.fill()
         assert len(errors) == 1
-        assert isinstance(errors[0], OSError)
-        assert errors[0].errno == errno.ENOSPC
-        assert "Stopping the crawl" in caplog.text
+        assert isinstance(errors[0], SeenKeysFileError)
+        assert str(path) in str(errors[0])
+        assert "the disk is full" in str(errors[0])
+        assert isinstance(errors[0].__cause__, OSError)
+        assert errors[0].__cause__.errno == errno.ENOSPC
+        assert "ERROR" not in caplog.text  # on_error logs it
         assert dupefilter.failure is errors[0]
         on_disk = keys_in(path, dupefilter)
         assert 2000 <= on_disk < written
@@ -248,7 +256,7 @@ def test_the_flush_timer_survives_a_full_disk(tmp_path: Path) -> None:
         assert callable(fire)
         fire()  # raised OSError into the reactor before
         assert len(errors) == 1
-        assert isinstance(errors[0], OSError)
+        assert "the disk is full" in str(errors[0])
 
 
 # -- a real crawl that fills the disk, then resumes with space -------------------------
@@ -312,6 +320,24 @@ def test_a_crawl_whose_seen_keys_fill_their_disk_resumes_with_every_page(
     for name, summary in summarize(records, specs).items():
         assert summary.pages_fetched == summary.pages_total, (name, summary)
     assert last.stats()["aimd/dupefilter/loaded"] > 0
+
+
+def test_with_scrapys_scheduler_a_full_disk_for_the_keys_stops_the_crawl(tmp_path: Path) -> None:
+    """Nothing sets ``on_error`` there: the dupefilter stops the crawl itself."""
+    specs = [HostSpec(name=f"site{i}", pages=300, latency=0.2, seed=i) for i in range(4)]
+    settings = {"ADDONS": {}, "DUPEFILTER_CLASS": "scrapy_aimd.dupefilter.AimdDupeFilter"}
+    with small_disk(tmp_path, 64, "keys") as keys, start_farm(specs, max_seconds=300) as farm:
+        job = Job(farm, tmp_path, settings)
+        job.jobdir.mkdir()
+        (job.jobdir / SEEN_KEYS_FILENAME).symlink_to(keys.path / SEEN_KEYS_FILENAME)
+        run = job.start()
+        job.wait_for_requests(run, 100)
+        keys.fill()
+        assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
+    errors = [line for line in run.log().splitlines() if "ERROR" in line]
+    assert errors, run.log()[-3000:]
+    assert "disk is full" in errors[0], errors
+    assert run.stats()["finish_reason"] == "jobdir_error"
 
 
 def wait_for_an_error(log: Path, process: subprocess.Popen[bytes]) -> None:
