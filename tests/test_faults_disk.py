@@ -23,7 +23,7 @@ import pytest
 import scrapy
 from crawling import AIMD, run_crawl
 from scrapy import Request
-from test_jobdir_crawl import Job
+from test_jobdir_crawl import Job, Run
 
 from scrapy_aimd.dupefilter import (
     SEEN_KEYS_FILENAME,
@@ -281,9 +281,7 @@ def test_a_crawl_that_fills_the_disk_stops_and_resumes_with_every_page(tmp_path:
             wait_for_an_error(run.out / "crawl.log", run.process)
             disk.free()  # while the crawl closes: nothing more may be committed
             assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
-            errors = [line for line in run.log().splitlines() if "ERROR" in line]
-            assert errors, run.log()[-3000:]
-            assert "disk is full" in errors[0], errors
+            assert "disk is full" in first_error(run.log())
             assert run.stats()["finish_reason"] == "jobdir_error"
         disk.resize(64 * 1024)
         last = job.finish()
@@ -303,17 +301,13 @@ def test_a_crawl_whose_seen_keys_fill_their_disk_resumes_with_every_page(
     specs = [HostSpec(name=f"site{i}", pages=300, latency=0.2, seed=i) for i in range(4)]
     with small_disk(tmp_path, 64, "keys") as keys, start_farm(specs, max_seconds=300) as farm:
         job = Job(farm, tmp_path, {})
-        job.jobdir.mkdir()
-        (job.jobdir / SEEN_KEYS_FILENAME).symlink_to(keys.path / SEEN_KEYS_FILENAME)
-        run = job.start()
+        run = start_with_keys_on(keys, job)
         job.wait_for_requests(run, 100)
         keys.fill()  # what is left of the file's last page still takes a batch or two
         wait_for_an_error(run.out / "crawl.log", run.process)
         keys.free()  # while the crawl closes: nothing more may be written
         assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
-        errors = [line for line in run.log().splitlines() if "ERROR" in line]
-        assert errors, run.log()[-3000:]
-        assert "disk is full" in errors[0], errors
+        assert "disk is full" in first_error(run.log())
         assert "Traceback" not in run.log(), run.log()[-3000:]  # stopped cleanly
         last = job.finish()
         records = farm.read_log()
@@ -328,16 +322,26 @@ def test_with_scrapys_scheduler_a_full_disk_for_the_keys_stops_the_crawl(tmp_pat
     settings = {"ADDONS": {}, "DUPEFILTER_CLASS": "scrapy_aimd.dupefilter.AimdDupeFilter"}
     with small_disk(tmp_path, 64, "keys") as keys, start_farm(specs, max_seconds=300) as farm:
         job = Job(farm, tmp_path, settings)
-        job.jobdir.mkdir()
-        (job.jobdir / SEEN_KEYS_FILENAME).symlink_to(keys.path / SEEN_KEYS_FILENAME)
-        run = job.start()
+        run = start_with_keys_on(keys, job)
         job.wait_for_requests(run, 100)
         keys.fill()
         assert job.wait(run, read_frontier=False) == 0, run.log()[-3000:]
-    errors = [line for line in run.log().splitlines() if "ERROR" in line]
-    assert errors, run.log()[-3000:]
-    assert "disk is full" in errors[0], errors
+    assert "disk is full" in first_error(run.log())
     assert run.stats()["finish_reason"] == "jobdir_error"
+
+
+def start_with_keys_on(keys: SmallDisk, job: Job) -> Run:
+    """Start a crawl whose seen-keys file is on ``keys`` (a symlink from the JOBDIR)."""
+    job.jobdir.mkdir()
+    (job.jobdir / SEEN_KEYS_FILENAME).symlink_to(keys.path / SEEN_KEYS_FILENAME)
+    return job.start()
+
+
+def first_error(log: str) -> str:
+    """The first ERROR line of a crawl log."""
+    errors = [line for line in log.splitlines() if "ERROR" in line]
+    assert errors, log[-3000:]
+    return errors[0]
 
 
 def wait_for_an_error(log: Path, process: subprocess.Popen[bytes]) -> None:
@@ -422,9 +426,7 @@ def test_a_page_whose_links_fill_the_disk_is_fetched_again_with_them(tmp_path: P
             {**settings, "FAULTS_FILL_DIR": str(disk.path)},
             spider=spider,
         )
-        errors = [line for line in first.log.splitlines() if "ERROR" in line]
-        assert errors, first.log[-3000:]
-        assert "disk is full" in errors[0], errors
+        assert "disk is full" in first_error(first.log)
         assert first.stats["finish_reason"] == "jobdir_error"
         disk.resize(64 * 1024)
         last = run_crawl(starts, tmp_path / "run1", settings, spider=spider)
