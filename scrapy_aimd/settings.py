@@ -31,32 +31,17 @@ class AimdSettingsError(ValueError):
     """An ``AIMD_*`` setting has a value that cannot be used."""
 
     def __init__(self, name: str, value: Any, expected: str) -> None:
-        super().__init__(f"Invalid setting {name}={value!r}: expected {expected}")
+        try:
+            shown = repr(value)
+        except Exception:  # a 5000-digit int, an object whose __repr__ raises
+            shown = f"<a {type(value).__name__} that cannot be shown>"
+        super().__init__(f"Invalid setting {name}={shown}: expected {expected}")
         self.name = name
         self.value = value
 
 
 #: The largest whole number a setting may hold: SQLite, arrays and timers take 64 bits.
 _INT_MAX = 2**63 - 1
-
-
-def _invalid(name: str, value: Any, expected: str) -> AimdSettingsError:
-    """The error for ``value``, even when its repr fails (a 5000-digit int, an
-    object whose ``__repr__`` raises): the message then shows its type."""
-    try:
-        return AimdSettingsError(name, value, expected)
-    except Exception:
-        error = AimdSettingsError(name, _Unprintable(value), expected)
-        error.value = value
-        return error
-
-
-class _Unprintable:
-    def __init__(self, value: object) -> None:
-        self.type_name = type(value).__name__
-
-    def __repr__(self) -> str:
-        return f"<a {self.type_name} that cannot be shown>"
 
 
 def read_float(
@@ -73,13 +58,13 @@ def read_float(
     value = settings.get(name, default)
     expected = "a number" if minimum is None else f"a number >= {minimum}"
     if isinstance(value, bool) or not isinstance(value, (int, float, str, numbers.Real)):
-        raise _invalid(name, value, expected)
+        raise AimdSettingsError(name, value, expected)
     try:
         number = float(value)
     except (TypeError, ValueError, ArithmeticError):  # OverflowError: 10**400
-        raise _invalid(name, value, expected) from None
+        raise AimdSettingsError(name, value, expected) from None
     if not math.isfinite(number) or (minimum is not None and number < minimum):
-        raise _invalid(name, value, expected)
+        raise AimdSettingsError(name, value, expected)
     return number
 
 
@@ -88,7 +73,7 @@ def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 
     value = settings.get(name, default)
     expected = f"a whole number >= {minimum}"
     if isinstance(value, bool):
-        raise _invalid(name, value, expected)
+        raise AimdSettingsError(name, value, expected)
     try:
         if isinstance(value, str):
             number = int(value.strip())  # a 5000-digit string is a ValueError
@@ -101,11 +86,11 @@ def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 
         else:
             raise TypeError(value)
     except (TypeError, ValueError, ArithmeticError):
-        raise _invalid(name, value, expected) from None
+        raise AimdSettingsError(name, value, expected) from None
     if number < minimum:
-        raise _invalid(name, value, expected)
+        raise AimdSettingsError(name, value, expected)
     if number > _INT_MAX:
-        raise _invalid(name, value, f"a whole number from {minimum} to {_INT_MAX}")
+        raise AimdSettingsError(name, value, f"a whole number from {minimum} to {_INT_MAX}")
     return number
 
 
@@ -124,7 +109,7 @@ def read_bool(settings: SettingsLike, name: str, default: bool) -> bool:
         word = str(value).strip().lower()
         if word in _TRUE | _FALSE:
             return word in _TRUE
-    raise _invalid(name, value, "true or false")
+    raise AimdSettingsError(name, value, "true or false")
 
 
 def read_choice(settings: SettingsLike, name: str, default: str, choices: Iterable[str]) -> str:
@@ -133,7 +118,7 @@ def read_choice(settings: SettingsLike, name: str, default: str, choices: Iterab
     options = tuple(choices)
     value = settings.get(name, default)
     if not isinstance(value, str) or str(value) not in options:
-        raise _invalid(name, value, "one of " + ", ".join(repr(c) for c in options))
+        raise AimdSettingsError(name, value, "one of " + ", ".join(repr(c) for c in options))
     return str(value)
 
 
@@ -152,10 +137,10 @@ def read_str_list(
         try:
             items = tuple(value)
         except Exception:  # a user object that fails while iterated
-            raise _invalid(name, value, "a list of strings") from None
+            raise AimdSettingsError(name, value, "a list of strings") from None
         if all(isinstance(item, str) for item in items):
             return tuple(str(item) for item in items)
-    raise _invalid(name, value, "a list of strings")
+    raise AimdSettingsError(name, value, "a list of strings")
 
 
 # -- the controller's settings -----------------------------------------------------

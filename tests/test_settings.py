@@ -431,3 +431,12 @@ def test_any_value_gives_a_valid_value_or_a_settings_error(
         assert type(result) is str and result in ("keep", "drop")
     else:
         assert type(result) is tuple and all(type(item) is str for item in result)
+
+
+@pytest.mark.parametrize("name", ["AIMD_THROTTLE_CODES", "AIMD_HOSTS"])
+def test_a_value_whose_repr_fails_still_names_the_setting(name: str) -> None:
+    huge = 10**5000  # repr() raises ValueError past Python's digit limit
+    with pytest.raises(
+        AimdSettingsError, match=f"Invalid setting {name}=<a int that cannot be shown>"
+    ):
+        controller_configs({name: huge})
