@@ -37,7 +37,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     if report.failed:
         entry["outcome"] = "failed" if report.when == "call" else "error"
-        entry["message"] = f"{report.when}: {_first_line(report)}" if report.when != "call" else _first_line(report)
+        entry["message"] = (
+            f"{report.when}: {_first_line(report)}"
+            if report.when != "call"
+            else _first_line(report)
+        )
     elif report.skipped and entry["outcome"] == "passed":
         entry["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
         entry["message"] = _first_line(report)

@@ -55,7 +55,10 @@ PROBE = "tests/test_aimd_contracts_probe.py"
 # loop, the scheduler and its queues, the downloader and its middlewares
 # (retry, robots, timeouts, redirects, stats), the duplicate filter, whole
 # crawls, the request_left_downloader signal, per-slot settings, CloseSpider,
-# stats, signals, start requests, JOBDIR state, AutoThrottle.
+# stats, signals, start requests, JOBDIR state, reactorless mode. Left out:
+# tests/test_extension_throttle.py (the add-on turns AutoThrottle off by
+# design, so its 36 tests all fail with NotConfigured and say nothing more)
+# and tests/test_robotstxt_interface.py (robots.txt parsers alone, no crawler).
 TEST_FILES = [
     "tests/test_engine.py",
     "tests/test_engine_close_spider.py",
@@ -74,7 +77,6 @@ TEST_FILES = [
     "tests/test_downloadermiddleware_downloadtimeout.py",
     "tests/test_downloadermiddleware_redirect.py",
     "tests/test_downloadermiddleware_offsite.py",
-    "tests/test_robotstxt_interface.py",
     "tests/test_dupefilters.py",
     "tests/test_crawl.py",
     "tests/test_crawler.py",
@@ -92,7 +94,6 @@ TEST_FILES = [
     "tests/test_spidermiddleware_process_start.py",
     "tests/test_spiderstate.py",
     "tests/test_utils_reactorless.py",
-    "tests/test_extension_throttle.py",
 ]
 
 # Scrapy's [test-requirements] in its tox.ini, minus coverage and xdist (not
@@ -108,6 +109,7 @@ TEST_REQUIREMENTS = [
     "pytest-timeout",
     "sybil>=1.3.0",
     "pytest-twisted>=1.14.3",
+    "pytest-asyncio",  # for --reactor none only, as in Scrapy's no-reactor tox env
 ]
 
 FAILED = ("failed", "error")
@@ -127,9 +129,23 @@ def setup(venv: Path) -> Path:
     if not python.exists():
         log(f"creating {venv}")
         sh(sys.executable, "-m", "venv", venv)
-        sh(python, "-m", "pip", "install", "-q", "-e", ROOT, "-e", ROOT / "sitefarm", *TEST_REQUIREMENTS)
+        sh(
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-e",
+            ROOT,
+            "-e",
+            ROOT / "sitefarm",
+            *TEST_REQUIREMENTS,
+        )
     version = sh(
-        python, "-c", "import importlib.metadata as m; print(m.version('scrapy'))", capture_output=True
+        python,
+        "-c",
+        "import importlib.metadata as m; print(m.version('scrapy'))",
+        capture_output=True,
     ).stdout.strip()
     source = CACHE / f"scrapy-{version}"
     if not (source / "tests").is_dir():
@@ -137,8 +153,19 @@ def setup(venv: Path) -> Path:
         archive = CACHE / f"scrapy-{version}.tar.gz"
         if not archive.exists():
             log(f"downloading the Scrapy {version} sdist")
-            sh(python, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-               f"scrapy=={version}", "-d", CACHE)
+            sh(
+                python,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"scrapy=={version}",
+                "-d",
+                CACHE,
+            )
         with tarfile.open(archive) as tar:
             tar.extractall(CACHE, filter="data")
     shutil.copyfile(HERE / "probe_test.py", source / PROBE)
@@ -161,25 +188,54 @@ def run(mode: str, venv: Path, source: Path, args: argparse.Namespace) -> dict[s
     paths = [str(HERE)] + ([str(SHIM)] if mode == "addon" else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["SCRAPY_CONTRACTS_EXPECT_ADDON"] = "1" if mode == "addon" else "0"
-    report = CACHE / f"{mode}.part.json"
+    name = mode if args.reactor == "asyncio" else f"{mode}-{args.reactor}"
+    report = CACHE / f"{name}.part.json"
     env["SCRAPY_CONTRACTS_REPORT"] = str(report)
     base = [
-        str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-        "-p", "contracts_report", f"--timeout={args.timeout}", "-rfE",
+        str(venv / "bin" / "python"),
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "contracts_report",
+        f"--timeout={args.timeout}",
+        "-rfE",
     ]
+    if args.reactor == "none":
+        base += [
+            "-p",
+            "no:twisted",
+            "--reactor=none",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+        ]
+    else:  # as Scrapy's default tox env, which has no pytest-asyncio
+        base += ["-p", "no:asyncio"]
     selection = [PROBE, *(args.files or TEST_FILES)] + (["-k", args.k] if args.k else [])
-    log(f"\n=== {mode} run: {' '.join(base[3:] + selection)}")
+    log(
+        f"\n=== {mode} run ({len(args.files or TEST_FILES)} files, reactor {args.reactor}): "
+        f"{' '.join(base[3:])} ..."
+    )
     results: dict[str, Any] = {}
     started = time.monotonic()
-    logfile = CACHE / f"{mode}.log"
+    logfile = CACHE / f"{name}.log"
     logfile.write_text("", encoding="utf-8")
     while selection:
         report.unlink(missing_ok=True)
         left = args.run_timeout - (time.monotonic() - started)
         with open(logfile, "a", encoding="utf-8") as out:
             try:
-                subprocess.run(base + selection, cwd=source, env=env, stdout=out,
-                               stderr=subprocess.STDOUT, timeout=max(left, 1), check=False)
+                subprocess.run(
+                    base + selection,
+                    cwd=source,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(left, 1),
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 log(f"{mode} run killed after {args.run_timeout} s")
         if not report.exists():
@@ -189,9 +245,12 @@ def run(mode: str, venv: Path, source: Path, args: argparse.Namespace) -> dict[s
         results.update(tests)
         selection = [k for k, v in tests.items() if REACTOR_DEAD in v["message"]]
         if selection:
-            log(f"  a timeout stopped the reactor; running the {len(selection)} tests after it again")
+            log(
+                f"  a timeout stopped the reactor; running the {len(selection)} tests"
+                " after it again"
+            )
     elapsed = time.monotonic() - started
-    (CACHE / f"{mode}.json").write_text(json.dumps({"tests": results}, indent=1), encoding="utf-8")
+    (CACHE / f"{name}.json").write_text(json.dumps({"tests": results}, indent=1), encoding="utf-8")
     log(f"{mode}: {summary(results)} in {elapsed:.0f} s (log: {logfile})")
     return results
 
@@ -218,18 +277,38 @@ def load_expected() -> dict[str, str]:
 
 def compare(stock: dict[str, Any], addon: dict[str, Any], partial: bool) -> int:
     expected = load_expected()
-    probe = [k for k in (stock, addon) if k.get(f"{PROBE}::test_addon_configuration", {}).get("outcome") != "passed"]
+    probe = [
+        k
+        for k in (stock, addon)
+        if k.get(f"{PROBE}::test_addon_configuration", {}).get("outcome") != "passed"
+    ]
     if probe or not stock or not addon:
-        log("\nHARNESS PROBLEM: the probe crawl did not confirm the configuration of a run "
-            "(or a run left no report); nothing below can be trusted.")
+        log(
+            "\nHARNESS PROBLEM: the probe crawl did not confirm the configuration of a run "
+            "(or a run left no report); nothing below can be trusted."
+        )
         return 2
-    only = sorted(k for k, v in addon.items() if v["outcome"] in FAILED and stock.get(k, {}).get("outcome") not in FAILED)
-    both = sorted(k for k, v in addon.items() if v["outcome"] in FAILED and stock.get(k, {}).get("outcome") in FAILED)
+    only = sorted(
+        k
+        for k, v in addon.items()
+        if v["outcome"] in FAILED and stock.get(k, {}).get("outcome") not in FAILED
+    )
+    both = sorted(
+        k
+        for k, v in addon.items()
+        if v["outcome"] in FAILED and stock.get(k, {}).get("outcome") in FAILED
+    )
     new = [k for k in only if k not in expected]
-    log(f"\n=== {len(only)} tests fail only with the add-on ({len(only) - len(new)} expected, {len(new)} NEW)")
+    log(
+        f"\n=== {len(only)} tests fail only with the add-on "
+        f"({len(only) - len(new)} expected, {len(new)} NEW)"
+    )
     for nodeid in new:
         entry = addon[nodeid]
-        log(f"NEW       {nodeid}  [{entry['duration']:.1f} s, stock {stock.get(nodeid, {}).get('duration', 0):.1f} s]")
+        log(
+            f"NEW       {nodeid}  [{entry['duration']:.1f} s, "
+            f"stock {stock.get(nodeid, {}).get('duration', 0):.1f} s]"
+        )
         log(f"            {entry['message']}")
     for nodeid in only:
         if nodeid in expected:
@@ -237,7 +316,10 @@ def compare(stock: dict[str, Any], addon: dict[str, Any], partial: bool) -> int:
             log(f"            {addon[nodeid]['message']}")
             log(f"            why: {expected[nodeid]}")
     if both:
-        log(f"\n=== {len(both)} tests fail in both runs (not the add-on's doing; check the environment)")
+        log(
+            f"\n=== {len(both)} tests fail in both runs "
+            "(not the add-on's doing; check the environment)"
+        )
         for nodeid in both:
             log(f"  {nodeid}: {stock[nodeid]['message']}")
     if not partial:
@@ -247,7 +329,11 @@ def compare(stock: dict[str, Any], addon: dict[str, Any], partial: bool) -> int:
             for nodeid in stale:
                 log(f"  {nodeid}: {addon.get(nodeid, {}).get('outcome', 'not run')}")
     slow = sorted(
-        ((v["duration"], k) for k, v in addon.items() if v["duration"] > 5 * stock.get(k, {}).get("duration", 0) + 5),
+        (
+            (v["duration"], k)
+            for k, v in addon.items()
+            if v["duration"] > 5 * stock.get(k, {}).get("duration", 0) + 5
+        ),
         reverse=True,
     )
     if slow:
@@ -260,18 +346,30 @@ def compare(stock: dict[str, Any], addon: dict[str, Any], partial: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=ROOT / ".venv-scrapy")
-    parser.add_argument("--timeout", type=int, default=60, help="pytest-timeout, seconds a test (60)")
+    parser.add_argument(
+        "--timeout", type=int, default=60, help="pytest-timeout, seconds a test (60)"
+    )
     parser.add_argument("--run-timeout", type=int, default=3600, help="seconds a whole run (3600)")
     parser.add_argument("--reuse-stock", action="store_true", help="keep the last stock result")
+    parser.add_argument(
+        "--reactor",
+        choices=["asyncio", "none"],
+        default="asyncio",
+        help="Scrapy's --reactor: asyncio (its default) or none (no Twisted reactor)",
+    )
     parser.add_argument("-k", help="pytest -k expression (partial run)")
-    parser.add_argument("files", nargs="*", help="test files, relative to the sdist (default: TEST_FILES)")
+    parser.add_argument(
+        "files", nargs="*", help="test files, relative to the sdist (default: TEST_FILES)"
+    )
     args = parser.parse_args()
     try:
         source = setup(args.venv)
     except subprocess.CalledProcessError as exc:
         log(f"set-up failed: {exc}")
         return 2
-    stock_file = CACHE / "stock.json"
+    stock_file = CACHE / (
+        "stock.json" if args.reactor == "asyncio" else f"stock-{args.reactor}.json"
+    )
     if args.reuse_stock and stock_file.exists():
         stock = json.loads(stock_file.read_text(encoding="utf-8"))["tests"]
         log(f"stock (reused {stock_file}): {summary(stock)}")
