@@ -29,6 +29,7 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from scrapy_aimd import signals
+from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
@@ -240,6 +241,7 @@ class AimdScheduler:
         if self.denied:
             return self._hand_out_denied()
         now = self.clock()
+        self._release_done(now)
         if now - self._last_sweep >= SWEEP_INTERVAL:
             self._sweep(now)
         popped = self.frontier.pop(now)
@@ -357,13 +359,22 @@ class AimdScheduler:
         if taken is not None:
             self.frontier.cancel(*taken, now)
 
-    def _sweep(self, now: float) -> None:
-        """Release requests that never came back through the middleware.
+    def _release_done(self, now: float) -> None:
+        """Free the place of each request that the engine is done with and that
+        never came back through the feedback middleware: a downloader middleware
+        before ours swapped it for another one (scrapy-splash does, for every
+        request). Its host learns nothing from it."""
+        in_progress = requests_in_progress(self.crawler)
+        if in_progress is None:
+            return
+        for request in self.flights.done_without_feedback(in_progress):
+            self._release(request, now)
+            self.stats.inc_value("aimd/in_flight/no_feedback")
+            logger.debug("No feedback for %s, which the engine is done with", request)
 
-        A downloader middleware before ours that swaps a request for another
-        one gives no feedback about the first; without this its host would keep
-        a place in flight for ever.
-        """
+    def _sweep(self, now: float) -> None:
+        """Release requests that never came back through the middleware: the
+        last resort, for a request that the engine still holds without feedback."""
         self._last_sweep = now
         for request in self.flights.stale(now, self.download_timeout):
             self._release(request, now)

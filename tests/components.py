@@ -36,3 +36,13 @@ class SitemapFollowingSpider(FarmSpider):
     def sitemap(self, response: Any) -> Any:
         for entry in Sitemap(response.body):
             yield Request(entry["loc"], callback=self.parse)
+
+
+class SwapRequests:
+    """A downloader middleware before scrapy-aimd's that returns a new request in
+    place of each one it sees first, as scrapy-splash does."""
+
+    def process_request(self, request: Request) -> Request | None:
+        if request.meta.get("swapped") or request.url.endswith("/robots.txt"):
+            return None
+        return request.replace(meta={**request.meta, "swapped": True}, dont_filter=True)
