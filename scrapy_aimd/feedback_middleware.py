@@ -54,6 +54,8 @@ class AimdDownloaderMiddleware:
         self.max_throttle_retries = read_int(
             crawler.settings, "AIMD_THROTTLE_RETRIES", 10, minimum=0
         )
+        #: ``RETRY_ENABLED=False``: the user wants no request fetched twice.
+        self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -143,18 +145,31 @@ class AimdDownloaderMiddleware:
             logger.debug("Ignoring an invalid Retry-After %r from %s", header, request.url)
         return seconds
 
+    def _allowed_requeues(self, request: Request) -> int:
+        """How many times a refused request may be queued again: the user's retry
+        opt-outs (``RETRY_ENABLED``, ``dont_retry``, ``max_retry_times``) win over
+        ``AIMD_THROTTLE_RETRIES``; the controller has learnt from the answer anyway."""
+        if not self.retry_enabled or request.meta.get("dont_retry"):
+            return 0
+        allowed = self.max_throttle_retries
+        user = request.meta.get("max_retry_times")
+        if isinstance(user, int) and not isinstance(user, bool):
+            allowed = min(allowed, max(user, 0))
+        return allowed
+
     def _requeue(self, request: Request, reason: str) -> Request | None:
-        if request.meta.get("dont_retry"):
+        allowed = self._allowed_requeues(request)
+        if allowed == 0:
             return None
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
-        if tries >= self.max_throttle_retries:
+        if tries >= allowed:
             self.stats.inc_value("aimd/requeue/gave_up")
             logger.warning(
-                "Gave up on %s after %d throttled attempts (%s); AIMD_THROTTLE_RETRIES=%d",
+                "Gave up on %s after %d throttled attempts (%s); at most %d allowed",
                 request.url,
                 tries + 1,
                 reason,
-                self.max_throttle_retries,
+                allowed,
             )
             return None
         again = request.replace(dont_filter=True)

@@ -46,3 +46,13 @@ class SwapRequests:
         if request.meta.get("swapped") or request.url.endswith("/robots.txt"):
             return None
         return request.replace(meta={**request.meta, "swapped": True}, dont_filter=True)
+
+
+class NoRetrySpider(FarmSpider):
+    """Its start requests say ``max_retry_times=0``, as a user's own spider may."""
+
+    name = "no_retry"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, meta={"max_retry_times": 0})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from crawling import AIMD, run_crawl
 
 from sitefarm import HostSpec, start_farm
@@ -30,3 +31,45 @@ def test_a_request_swapping_middleware_does_not_stall_the_host(tmp_path: Path) -
     assert "aimd/in_flight/expired" not in result.stats
     assert result.stats.get("aimd/in_flight/no_feedback") == 3
     assert result.stats.get("aimd/in_flight_at_close") == 0
+
+
+def fetches(log: list[dict[str, object]], path: str) -> int:
+    return sum(1 for r in log if r["path"] == path)
+
+
+@pytest.mark.parametrize(
+    ("settings", "spider"),
+    [
+        ({"RETRY_ENABLED": False}, None),
+        ({}, "components.NoRetrySpider"),
+    ],
+    ids=["RETRY_ENABLED=False", "max_retry_times=0"],
+)
+def test_retry_opt_outs_win_over_throttle_requeues(
+    tmp_path: Path, settings: dict[str, object], spider: str | None
+) -> None:
+    specs = [
+        HostSpec(name="down", pages=2, links_per_page=0, outage_seconds=600),
+        HostSpec(name="hangs", pages=2, links_per_page=0, hang_paths=["/p/0"], hang_seconds=30),
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        urls = [f"{farm.urls['down']}/p/0", f"{farm.urls['hangs']}/p/0"]
+        began = time.monotonic()
+        result = run_crawl(
+            urls,
+            tmp_path / "crawl",
+            {**AIMD, "DOWNLOAD_TIMEOUT": 1, **settings},
+            follow=False,
+            spider=spider,
+            timeout=60,
+        )
+        took = time.monotonic() - began
+        log = farm.read_log()
+    down = [r for r in log if r["host"] == "down"]
+    assert fetches(down, "/p/0") == 1
+    assert result.stats.get("downloader/request_count") == 2  # one each, robots.txt off
+    assert "aimd/requeued" not in result.stats
+    # The controller still learnt from both answers.
+    assert result.stats.get("aimd/throttle/503") == 1
+    assert result.stats.get("aimd/throttle/timeout") == 1
+    assert took < 40, took
