@@ -19,6 +19,7 @@ stopping crawl waits for the requests in flight (:mod:`scrapy_aimd.shutdown`).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,10 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
+
+#: Errors in ``enqueue_request`` that are not about the one request: the crawl
+#: stops. Any other error drops that request, with an ERROR naming it.
+CRAWL_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error, MemoryError)
 
 #: How often in-flight entries that never got feedback are looked for.
 SWEEP_INTERVAL = 30.0
@@ -163,6 +168,10 @@ class AimdScheduler:
         return len(self.frontier) + held + len(self.denied) > 0
 
     def enqueue_request(self, request: Request) -> bool:
+        problem = _unqueueable(request)
+        if problem is not None:
+            self._drop_invalid(request, problem)
+            return False
         try:
             if not request.dont_filter and self.df.request_seen(request):
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
@@ -174,9 +183,16 @@ class AimdScheduler:
         except StoreError as exc:
             assert self.jobdir is not None
             self.jobdir.fail(exc)
-        except Exception:
+        except CRAWL_ERRORS:
             self._fail("enqueue_request")
+        except Exception as exc:  # about this one request: the crawl goes on
+            self._drop_invalid(request, f"{type(exc).__name__}: {exc}", exc_info=True)
+            return False
         return True
+
+    def _drop_invalid(self, request: Request, problem: str, *, exc_info: bool = False) -> None:
+        self.stats.inc_value("aimd/enqueue/invalid")
+        logger.error("Dropped %s: it cannot be queued (%s)", request, problem, exc_info=exc_info)
 
     def _route(self, request: Request) -> None:
         """To the frontier, or aside while robots.txt decides."""
@@ -388,6 +404,13 @@ class AimdScheduler:
             if restored is not None:
                 return restored
         return HostController(cfg)
+
+
+def _unqueueable(request: Request) -> str | None:
+    """Why a request cannot be queued, checked before any part keeps it."""
+    if not isinstance(request.priority, int):
+        return f"its priority {request.priority!r} is not an integer"
+    return None
 
 
 def _depth(request: Request) -> int:

@@ -56,3 +56,15 @@ class NoRetrySpider(FarmSpider):
     async def start(self) -> Any:
         for url in self.start_urls:
             yield Request(url, callback=self.parse, meta={"max_retry_times": 0})
+
+
+class BadPrioritySpider(FarmSpider):
+    """Follows links, but gives the one to /p/3 a priority that is not a number."""
+
+    name = "bad_priority"
+
+    def parse(self, response: Any) -> Any:
+        for output in super().parse(response):
+            if isinstance(output, Request) and output.url.endswith("/p/3"):
+                output.priority = None
+            yield output

@@ -73,3 +73,23 @@ def test_retry_opt_outs_win_over_throttle_requeues(
     assert result.stats.get("aimd/throttle/503") == 1
     assert result.stats.get("aimd/throttle/timeout") == 1
     assert took < 40, took
+
+
+def test_one_request_that_cannot_be_queued_is_dropped_and_the_crawl_goes_on(
+    tmp_path: Path,
+) -> None:
+    specs = [HostSpec(name="site", pages=8, links_per_page=2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        root = farm.urls["site"]
+        result = run_crawl(
+            [root + "/"], tmp_path / "crawl", AIMD, spider="components.BadPrioritySpider"
+        )
+    assert result.stats.get("finish_reason") == "finished"
+    # Each link to /p/3 (several pages have one) is dropped and named.
+    errors = [line for line in result.log.splitlines() if "ERROR" in line and "/p/3" in line]
+    assert errors
+    assert all("priority None is not an integer" in line for line in errors)
+    assert result.stats.get("aimd/enqueue/invalid") == len(errors)
+    assert "aimd/errors" not in result.stats
+    pages = {url for url in result.urls if "/p/" in url}
+    assert pages == {f"{root}/p/{i}" for i in range(8)} - {f"{root}/p/3"}
