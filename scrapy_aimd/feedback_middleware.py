@@ -39,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
 THROTTLE_RETRIES_META = "aimd_throttle_retries"
+#: Set on a request given up on, so that its copies are not counted again.
+GAVE_UP_META = "aimd_gave_up"
 
 
 class AimdDownloaderMiddleware:
@@ -145,24 +147,26 @@ class AimdDownloaderMiddleware:
             logger.debug("Ignoring an invalid Retry-After %r from %s", header, request.url)
         return seconds
 
-    def _allowed_requeues(self, request: Request) -> int:
-        """How many times a refused request may be queued again: the user's retry
-        opt-outs (``RETRY_ENABLED``, ``dont_retry``, ``max_retry_times``) win over
-        ``AIMD_THROTTLE_RETRIES``; the controller has learnt from the answer anyway."""
+    def _allowed_requeues(self, request: Request) -> int | None:
+        """How many times a refused request may be queued again; None when the
+        user opted out of retries (``RETRY_ENABLED``, ``dont_retry``,
+        ``max_retry_times=0``): those win over ``AIMD_THROTTLE_RETRIES``, and the
+        controller has learnt from the answer anyway."""
         if not self.retry_enabled or request.meta.get("dont_retry"):
-            return 0
-        allowed = self.max_throttle_retries
+            return None
         user = request.meta.get("max_retry_times")
         if isinstance(user, int) and not isinstance(user, bool):
-            allowed = min(allowed, max(user, 0))
-        return allowed
+            return None if user <= 0 else min(self.max_throttle_retries, user)
+        return self.max_throttle_retries
 
     def _requeue(self, request: Request, reason: str) -> Request | None:
         allowed = self._allowed_requeues(request)
-        if allowed == 0:
+        if allowed is None or request.meta.get(GAVE_UP_META):
+            # A copy of a given-up request (RetryMiddleware's) was counted already.
             return None
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
         if tries >= allowed:
+            request.meta[GAVE_UP_META] = True
             self.stats.inc_value("aimd/requeue/gave_up")
             logger.warning(
                 "Gave up on %s after %d throttled attempts (%s); at most %d allowed",

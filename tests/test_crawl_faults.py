@@ -93,3 +93,17 @@ def test_one_request_that_cannot_be_queued_is_dropped_and_the_crawl_goes_on(
     assert "aimd/errors" not in result.stats
     pages = {url for url in result.urls if "/p/" in url}
     assert pages == {f"{root}/p/{i}" for i in range(8)} - {f"{root}/p/3"}
+
+
+def test_a_given_up_url_is_counted_and_logged_once(tmp_path: Path) -> None:
+    specs = [HostSpec(name="down", pages=1, links_per_page=0, outage_seconds=600)]
+    settings = {**AIMD, "AIMD_THROTTLE_RETRIES": 1, "RETRY_TIMES": 2, "AIMD_MAX_DELAY": 0.5}
+    with start_farm(specs, max_seconds=120) as farm:
+        url = f"{farm.urls['down']}/p/0"
+        result = run_crawl([url], tmp_path / "crawl", settings, follow=False, timeout=60)
+        log = farm.read_log()
+    # One throttle requeue, then RetryMiddleware's two copies of the given-up request.
+    assert fetches(log, "/p/0") == 4
+    assert result.stats.get("retry/count") == 2
+    assert result.stats.get("aimd/requeue/gave_up") == 1
+    assert result.log.count("Gave up on") == 1
