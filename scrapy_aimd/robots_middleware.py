@@ -209,8 +209,20 @@ class RobotsTxtMiddleware:
         origin = request.meta.get(ROBOTS_META) if request is not None else None
         if origin is None:  # pragma: no cover - Scrapy always attaches the request
             return
-        self.stats.inc_value("aimd/robots/errors")
-        result = self.book.fetched(origin, self.clock(), None, b"", self.default_user_agent)
+        status: int | None = None
+        if isinstance(failure.value, IgnoreRequest):
+            # Not fetched, and not for a network failure: more than the five
+            # redirects RFC 9309 §2.3.1.2 asks for, a redirect loop (Scrapy's
+            # "max redirections reached"), or a middleware that dropped it. The
+            # file is unavailable, a final 3xx: allow all.
+            status = 300
+            redirects = "redirections" in str(failure.value)
+            self.stats.inc_value(
+                "aimd/robots/redirects_exhausted" if redirects else "aimd/robots/ignored"
+            )
+        else:
+            self.stats.inc_value("aimd/robots/errors")
+        result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
         self._after(origin, result, failure.getErrorMessage())
 
     def _after(self, origin: str, result: FetchResult, what: str) -> None:

@@ -3,13 +3,50 @@ against local servers that behave this way."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from crawling import AIMD, run_crawl
 
 from sitefarm import HostSpec, start_farm
+
+#: A handler's answer: status, headers, body.
+Answer = tuple[int, dict[str, str], bytes]
+PAGE: Answer = (200, {"Content-Type": "text/html"}, b"<html><body>page</body></html>")
+
+
+@contextmanager
+def serve(answer: Callable[[str], Answer]) -> Iterator[tuple[str, list[str]]]:
+    """A tiny HTTP server on 127.0.0.1 that answers each path with ``answer(path)``;
+    yields its URL and the paths requested."""
+    paths: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            paths.append(self.path)
+            status, headers, body = answer(self.path)
+            self.send_response(status)
+            for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_request_swapping_middleware_does_not_stall_the_host(tmp_path: Path) -> None:
@@ -107,3 +144,25 @@ def test_a_given_up_url_is_counted_and_logged_once(tmp_path: Path) -> None:
     assert result.stats.get("retry/count") == 2
     assert result.stats.get("aimd/requeue/gave_up") == 1
     assert result.log.count("Gave up on") == 1
+
+
+def test_robots_txt_in_a_redirect_loop_or_too_far_is_unavailable_allow_all(
+    tmp_path: Path,
+) -> None:
+    def looping(path: str) -> Answer:
+        if path == "/robots.txt":
+            return 301, {"Location": "/robots.txt"}, b""
+        return PAGE
+
+    robots = {**AIMD, "ROBOTSTXT_OBEY": True}
+    far = HostSpec(name="far", pages=3, robots_mode="redirect", robots_redirect_hops=8)
+    far.robots = "User-agent: *\nDisallow: /\n"  # never reached
+    with serve(looping) as (loop_url, paths), start_farm([far], max_seconds=120) as farm:
+        far_url = farm.urls["far"]
+        urls = [f"{loop_url}/a", f"{far_url}/p/0"]
+        result = run_crawl(urls, tmp_path / "crawl", robots, follow=False, timeout=60)
+    assert sorted(result.urls) == sorted(urls)  # allowed: no rules were found
+    # RFC 9309: five redirects followed, then "unavailable", fetched once, not retried.
+    assert paths.count("/robots.txt") == 6
+    assert "aimd/robots/origins_skipped" not in result.stats
+    assert result.stats.get("aimd/robots/redirects_exhausted") == 2
