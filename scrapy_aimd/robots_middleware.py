@@ -190,6 +190,23 @@ class RobotsTxtMiddleware:
 
     def _on_response(self, response: Response) -> None:
         origin = response.meta[ROBOTS_META]
+        try:
+            self._read(origin, response)
+        except Exception:
+            self._recover(origin)
+
+    def _recover(self, origin: str) -> None:
+        """Any error in handling a robots.txt answer still settles its origin:
+        its requests must not wait for ever."""
+        self.stats.inc_value("aimd/robots/callback_errors")
+        logger.exception(
+            "Could not handle %s/robots.txt; the origin's requests go on with what is known",
+            origin,
+        )
+        self.book.settle_anyway(origin, self.clock())
+        self._settled(origin, FetchResult(RobotsOutcome.ALLOW_ALL, settled=True))
+
+    def _read(self, origin: str, response: Response) -> None:
         self.stats.inc_value(f"aimd/robots/status/{response.status}")
         result = self.book.fetched(
             origin,
@@ -209,6 +226,12 @@ class RobotsTxtMiddleware:
         origin = request.meta.get(ROBOTS_META) if request is not None else None
         if origin is None:  # pragma: no cover - Scrapy always attaches the request
             return
+        try:
+            self._failed(origin, failure)
+        except Exception:
+            self._recover(origin)
+
+    def _failed(self, origin: str, failure: Failure) -> None:
         status: int | None = None
         if isinstance(failure.value, IgnoreRequest):
             # Not fetched, and not for a network failure: more than the five
@@ -226,6 +249,13 @@ class RobotsTxtMiddleware:
         self._after(origin, result, failure.getErrorMessage())
 
     def _after(self, origin: str, result: FetchResult, what: str) -> None:
+        if result.crawl_delay_invalid is not None:
+            self.stats.inc_value("aimd/robots/crawl_delay_invalid")
+            logger.warning(
+                "%s/robots.txt asks for Crawl-delay %r, which is no delay; ignored",
+                origin,
+                result.crawl_delay_invalid,
+            )
         if result.truncated:
             self.stats.inc_value("aimd/robots/truncated")
             logger.info(
@@ -281,7 +311,11 @@ class RobotsTxtMiddleware:
         held = self._held.pop(origin, [])
         self.held -= len(held)
         for request, resume in held:
-            resume(request)
+            try:
+                resume(request)
+            except Exception:  # one request's trouble; the others go on
+                self.stats.inc_value("aimd/robots/callback_errors")
+                logger.exception("Could not release %s after its robots.txt", request)
         if self.listener is not None:
             self.listener.robots_settled(origin, len(held))
         if self.sitemaps and result.outcome is RobotsOutcome.RULES:

@@ -166,3 +166,19 @@ def test_robots_txt_in_a_redirect_loop_or_too_far_is_unavailable_allow_all(
     assert paths.count("/robots.txt") == 6
     assert "aimd/robots/origins_skipped" not in result.stats
     assert result.stats.get("aimd/robots/redirects_exhausted") == 2
+
+
+def test_an_error_in_handling_robots_txt_settles_the_origin(tmp_path: Path) -> None:
+    # A Crawl-delay whose gap floor overflows to inf makes the controller refuse it.
+    settings = {**AIMD, "ROBOTSTXT_OBEY": True, "AIMD_MAX_CRAWL_DELAY": 1.79e308}
+    specs = [
+        HostSpec(
+            name="site", pages=3, links_per_page=0, robots="User-agent: *\nCrawl-delay: 1.79e308\n"
+        )
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        urls = [f"{farm.urls['site']}/p/{i}" for i in range(3)]
+        result = run_crawl(urls, tmp_path / "crawl", settings, follow=False, timeout=60)
+    assert sorted(result.urls) == sorted(urls)
+    assert result.stats.get("aimd/robots/callback_errors") == 1
+    assert "Could not handle" in result.log
