@@ -13,6 +13,7 @@ alone, the middleware holds each request there on its way to the downloader.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -113,6 +114,8 @@ class RobotsTxtMiddleware:
         #: How many requests wait in ``_held``.
         self.held = 0
         self._crawl_delays: dict[str, float] = {}
+        #: The network error of each origin's last robots.txt fetch that had one.
+        self._network_errors: dict[str, Exception] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -151,9 +154,28 @@ class RobotsTxtMiddleware:
             await maybe_deferred_to_future(waiter)
             verdict = self.verdict(request)
         if verdict is Verdict.DENY:
+            origin = request_origin(request)
+            if self.book.state(origin).denied:
+                raise self._unreachable_error(request, origin)
             self.stats.inc_value("aimd/robots/disallowed")
             logger.debug("Forbidden by robots.txt: %s", request)
             raise IgnoreRequest("Forbidden by robots.txt")
+
+    def _unreachable_error(self, request: Request, origin: str) -> Exception:
+        """What a request of a skipped origin fails with: the network error that
+        made its robots.txt unreachable (the origin is dead: DNS, refused ...),
+        else an ``IgnoreRequest`` that says so. Not retried: the origin's fate is
+        settled until its robots.txt is fetched again."""
+        self.stats.inc_value("aimd/robots/unreachable")
+        logger.debug("Skipped, robots.txt unreachable: %s", request)
+        request.meta["dont_retry"] = True
+        error = self._network_errors.get(origin)
+        if error is not None:
+            try:
+                return copy.copy(error)
+            except Exception:  # pragma: no cover - an exception that cannot be copied
+                return error
+        return IgnoreRequest(f"{origin}/robots.txt unreachable")
 
     def user_agent(self, request: Request) -> str:
         if self.robots_user_agent:
@@ -208,6 +230,7 @@ class RobotsTxtMiddleware:
 
     def _read(self, origin: str, response: Response) -> None:
         self.stats.inc_value(f"aimd/robots/status/{response.status}")
+        self._network_errors.pop(origin, None)
         result = self.book.fetched(
             origin,
             self.clock(),
@@ -245,6 +268,8 @@ class RobotsTxtMiddleware:
             )
         else:
             self.stats.inc_value("aimd/robots/errors")
+            if isinstance(failure.value, Exception):
+                self._network_errors[origin] = failure.value
         result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
         self._after(origin, result, failure.getErrorMessage())
 
@@ -288,7 +313,7 @@ class RobotsTxtMiddleware:
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:
-        self.stats.inc_value("aimd/robots/unreachable")
+        self.stats.inc_value("aimd/robots/fetch_unreachable")
         if result.retry_at is not None:
             wait = max(0.0, result.retry_at - self.clock())
             logger.info("%s/robots.txt unreachable (%s); again in %.1fs", origin, what, wait)

@@ -68,3 +68,16 @@ class BadPrioritySpider(FarmSpider):
             if isinstance(output, Request) and output.url.endswith("/p/3"):
                 output.priority = None
             yield output
+
+
+class ErrbackSpider(FarmSpider):
+    """Each failure reaches its errback, which records what it was as an item."""
+
+    name = "errback"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, errback=self.failed)
+
+    def failed(self, failure: Any) -> Any:
+        yield {"url": failure.request.url, "error": type(failure.value).__name__}

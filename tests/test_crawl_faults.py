@@ -182,3 +182,23 @@ def test_an_error_in_handling_robots_txt_settles_the_origin(tmp_path: Path) -> N
     assert sorted(result.urls) == sorted(urls)
     assert result.stats.get("aimd/robots/callback_errors") == 1
     assert "Could not handle" in result.log
+
+
+def test_a_dead_origin_is_unreachable_not_disallowed(tmp_path: Path) -> None:
+    settings = {**AIMD, "ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_RETRIES": 0}
+    specs = [HostSpec(name="dead", pages=2, refused=True), HostSpec(name="live", pages=2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        urls = [f"{farm.urls['dead']}/p/{i}" for i in range(2)]
+        userinfo = farm.urls["live"].replace("http://", "http://user:secret@") + "/p/0"
+        result = run_crawl(
+            [*urls, userinfo],
+            tmp_path / "crawl",
+            settings,
+            spider="components.ErrbackSpider",
+            timeout=60,
+        )
+    errors = {item["url"]: item.get("error") for item in result.items}
+    assert {errors[url] for url in urls} == {"DownloadConnectionRefusedError"}
+    assert errors.get(userinfo) != "IgnoreRequest", result.items
+    assert result.stats.get("aimd/robots/unreachable", 0) >= 2
+    assert "aimd/robots/disallowed" not in result.stats
