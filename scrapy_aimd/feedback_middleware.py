@@ -25,6 +25,7 @@ from twisted.internet.error import TimeoutError as TwistedTimeoutError
 from scrapy_aimd import signals
 from scrapy_aimd.core.retry_after import parse_retry_after
 from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import read_int
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class AimdDownloaderMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        # Built with the engine, before the spider opens: the scheduler's
+        # settings and files are checked now, so that their error is the one shown.
+        AimdScheduler.prepare(crawler)
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:

@@ -22,7 +22,10 @@ import logging
 import sqlite3
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import signals as scrapy_signals
 from scrapy.utils.defer import deferred_from_coro
@@ -36,7 +39,7 @@ from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import crawl_parts, request_host, request_origin
-from scrapy_aimd.jobdir import Jobdir
+from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
@@ -100,15 +103,25 @@ class AimdScheduler:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+        parts = _PREPARED.pop(crawler, None) or _prepare(crawler)
         return cls(
             crawler,
-            build_from_crawler(dupefilter_cls, crawler),
-            events_file=settings.get("AIMD_EVENTS_FILE") or None,
-            jobdir=job_dir(settings),
-            shutdown_grace=read_grace(settings),
+            parts.dupefilter,
+            events_file=parts.events_file,
+            jobdir=parts.jobdir,
+            shutdown_grace=parts.shutdown_grace,
         )
+
+    @classmethod
+    def prepare(cls, crawler: Crawler) -> None:
+        """Read the scheduler's settings and build its dupefilter (which reads a
+        JOBDIR's seen-keys file) now, as the engine is made: Scrapy builds the
+        scheduler only as the spider opens, where an error is buried under
+        ``RuntimeError: Engine slot not assigned``. Raised here, an invalid
+        setting or file is the one error shown. The downloader middleware calls
+        this from its ``from_crawler``."""
+        if crawler not in _PREPARED and issubclass(load_object(crawler.settings["SCHEDULER"]), cls):
+            _PREPARED[crawler] = _prepare(crawler)
 
     # -- the scheduler interface -------------------------------------------------
 
@@ -404,6 +417,34 @@ class AimdScheduler:
             if restored is not None:
                 return restored
         return HostController(cfg)
+
+
+@dataclass
+class _Prepared:
+    """What ``from_crawler`` reads, read early by :meth:`AimdScheduler.prepare`."""
+
+    dupefilter: BaseDupeFilter
+    events_file: str | None
+    jobdir: str | None
+    shutdown_grace: float | None
+
+
+_PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
+
+
+def _prepare(crawler: Crawler) -> _Prepared:
+    settings = crawler.settings
+    shutdown_grace = read_grace(settings)
+    jobdir = job_dir(settings)
+    dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
+    if jobdir:
+        check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)
+    return _Prepared(
+        dupefilter,
+        events_file=settings.get("AIMD_EVENTS_FILE") or None,
+        jobdir=jobdir,
+        shutdown_grace=shutdown_grace,
+    )
 
 
 def _unqueueable(request: Request) -> str | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from crawling import AIMD, run_crawl
 
+from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME
 from sitefarm import HostSpec, start_farm
 
 #: A handler's answer: status, headers, body.
@@ -202,3 +203,26 @@ def test_a_dead_origin_is_unreachable_not_disallowed(tmp_path: Path) -> None:
     assert errors.get(userinfo) != "IgnoreRequest", result.items
     assert result.stats.get("aimd/robots/unreachable", 0) >= 2
     assert "aimd/robots/disallowed" not in result.stats
+
+
+def startup_error(tmp_path: Path, settings: dict[str, object]) -> str:
+    """What a crawl that cannot start shows (its stderr and log)."""
+    with pytest.raises(AssertionError) as failed:
+        run_crawl(["http://127.0.0.1:9/"], tmp_path / "crawl", {**AIMD, **settings}, timeout=60)
+    return str(failed.value)
+
+
+def test_a_bad_shutdown_grace_is_the_one_error_shown(tmp_path: Path) -> None:
+    shown = startup_error(tmp_path, {"AIMD_SHUTDOWN_GRACE": "soon"})
+    assert "AIMD_SHUTDOWN_GRACE" in shown
+    assert "Engine slot not assigned" not in shown
+    assert "Spider opened" not in shown
+
+
+def test_a_corrupt_seen_keys_file_is_the_one_error_shown(tmp_path: Path) -> None:
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    (jobdir / SEEN_KEYS_FILENAME).write_bytes(b"not a seen-keys file at all")
+    shown = startup_error(tmp_path, {"JOBDIR": str(jobdir)})
+    assert SEEN_KEYS_FILENAME in shown
+    assert "Engine slot not assigned" not in shown
