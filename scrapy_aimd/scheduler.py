@@ -190,6 +190,7 @@ class AimdScheduler:
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
                 return False
             self.stats.inc_value("aimd/enqueued")
+            self._count("enqueued")
             self._route(request)
             if self.jobdir is not None:
                 self.jobdir.wrote()
@@ -290,13 +291,21 @@ class AimdScheduler:
         # Our host key, not the one a redirect or a copy carried over (scrapy #2141).
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self.frontier.controller(host))
+        self._count("dequeued")
         return request
 
     def _hand_out_denied(self) -> Request:
         request = self.denied.popleft()
         if self.jobdir is not None:
             self.flights.store(request)
+        self._count("dequeued")
         return request
+
+    def _count(self, what: str) -> None:
+        """Scrapy's own scheduler stats, which monitoring tools read
+        (``scheduler/enqueued``, ``scheduler/dequeued/disk`` ...)."""
+        self.stats.inc_value(f"scheduler/{what}")
+        self.stats.inc_value(f"scheduler/{what}/{'disk' if self.jobdir is not None else 'memory'}")
 
     def _may_start(self, request: Request) -> bool:
         """With JOBDIR, robots.txt decides again at pop time: a request queued by an

@@ -226,3 +226,21 @@ def test_a_corrupt_seen_keys_file_is_the_one_error_shown(tmp_path: Path) -> None
     shown = startup_error(tmp_path, {"JOBDIR": str(jobdir)})
     assert SEEN_KEYS_FILENAME in shown
     assert "Engine slot not assigned" not in shown
+
+
+@pytest.mark.parametrize("where", ["memory", "disk"])
+def test_the_stock_schedulers_stats_are_written(tmp_path: Path, where: str) -> None:
+    settings = {**AIMD, "ROBOTSTXT_OBEY": True}
+    if where == "disk":
+        settings["JOBDIR"] = str(tmp_path / "job")
+    specs = [HostSpec(name="site", pages=6, links_per_page=2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl([farm.urls["site"] + "/"], tmp_path / "crawl", settings)
+    stats = result.stats
+    fetched = stats["downloader/request_count"]  # robots.txt included
+    assert stats.get("scheduler/enqueued") == fetched
+    assert stats.get("scheduler/dequeued") == fetched
+    assert stats.get(f"scheduler/enqueued/{where}") == fetched
+    assert stats.get(f"scheduler/dequeued/{where}") == fetched
+    other = "memory" if where == "disk" else "disk"
+    assert f"scheduler/enqueued/{other}" not in stats
