@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
-from scrapy_aimd import signals
+from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.retry_after import parse_retry_after
 from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import read_int
 
@@ -68,6 +69,11 @@ class AimdDownloaderMiddleware:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
+        if request.meta.get(give_up.META):
+            raise HostGaveUp(
+                f"Gave up on the host of {request.url}: no success for "
+                f"{give_up.SETTING} seconds while it refused or timed out"
+            )
         self.flights.open(request).sent_at = self.clock()
 
     def process_response(self, request: Request, response: Response) -> Request | Response:

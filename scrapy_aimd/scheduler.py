@@ -32,6 +32,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
@@ -39,9 +40,11 @@ from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import crawl_parts, request_host, request_origin
+from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
+from scrapy_aimd.settings import read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.wake import WakeTimer
@@ -74,6 +77,7 @@ class AimdScheduler:
         events_file: str | None = None,
         jobdir: str | None = None,
         shutdown_grace: float | None = None,
+        give_up: float = give_up_setting.DEFAULT,
         clock: Callable[[], float] | None = None,
     ) -> None:
         parts = crawl_parts(crawler)
@@ -100,6 +104,10 @@ class AimdScheduler:
         self.jobdir: Jobdir | None = None
         self.shutdown_grace = shutdown_grace
         self.shutdown: ShutdownGrace | None = None
+        self.budget = GiveUpBudget(give_up)
+        #: Requests of hosts given up on, handed out first for the feedback
+        #: middleware to fail with ``HostGaveUp``.
+        self.given_up: deque[Request] = deque()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -110,6 +118,7 @@ class AimdScheduler:
             events_file=parts.events_file,
             jobdir=parts.jobdir,
             shutdown_grace=parts.shutdown_grace,
+            give_up=parts.give_up,
         )
 
     @classmethod
@@ -178,7 +187,7 @@ class AimdScheduler:
 
     def has_pending_requests(self) -> bool:
         held = self.robots.held if self.robots is not None else 0
-        return len(self.frontier) + held + len(self.denied) > 0
+        return len(self.frontier) + held + len(self.denied) + len(self.given_up) > 0
 
     def enqueue_request(self, request: Request) -> bool:
         problem = _unqueueable(request)
@@ -210,6 +219,10 @@ class AimdScheduler:
 
     def _route(self, request: Request) -> None:
         """To the frontier, or aside while robots.txt decides."""
+        host = request_host(request)
+        if host in self.budget.given_up:
+            self._give_up_on(host, request)
+            return
         if self.robots is not None:
             verdict = self._verdict(request)
             if verdict is not Verdict.ALLOW:
@@ -268,6 +281,8 @@ class AimdScheduler:
         jobdir = self.jobdir
         if jobdir is not None and jobdir.engine_finished_some():
             jobdir.checkpoint()
+        if self.given_up:
+            return self._hand_out_given_up()
         if self.denied:
             return self._hand_out_denied()
         now = self.clock()
@@ -300,6 +315,40 @@ class AimdScheduler:
             self.flights.store(request)
         self._count("dequeued")
         return request
+
+    def _hand_out_given_up(self) -> Request:
+        """Not stored as handed out: with JOBDIR its row stays, for a later run."""
+        request = self.given_up.popleft()
+        request.meta[give_up_setting.META] = True
+        self.stats.inc_value("aimd/host_gave_up/requests")
+        self._count("dequeued")
+        return request
+
+    def _give_up_on(self, host: str, request: Request | None = None) -> None:
+        """Fail the host's queued requests (and ``request``, one that came back
+        for it): the errback of each gets ``HostGaveUp``."""
+        if request is not None:
+            self.given_up.append(request)
+            if self.jobdir is not None:
+                self.frontier.keep(host, request, priority=request.priority, depth=_depth(request))
+        self.given_up.extend(self.frontier.drain(host))
+        self.wake.now()
+
+    def _troubled(self, host: str, now: float) -> None:
+        """A refusal or a timeout: past ``AIMD_HOST_GIVE_UP``, the host's queue ends."""
+        if not self.budget.troubled(host, now):
+            return
+        self.stats.inc_value("aimd/host_gave_up/hosts")
+        logger.warning(
+            "Giving up on %s: no success for %.0fs while it refused or timed out "
+            "(AIMD_HOST_GIVE_UP=%g); its %d queued requests fail with HostGaveUp%s",
+            host,
+            self.budget.trouble_for(host, now),
+            self.budget.budget,
+            self.frontier.queued(host),
+            ", and stay in the JOBDIR for a later run" if self.jobdir is not None else "",
+        )
+        self._give_up_on(host)
 
     def _count(self, what: str) -> None:
         """Scrapy's own scheduler stats, which monitoring tools read
@@ -369,6 +418,10 @@ class AimdScheduler:
             self.reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency
             )
+        if reaction.refused or timeout:
+            self._troubled(host, now)
+        elif status is not None:
+            self.budget.succeeded(host)
         # For the feedback middleware, which requeues the request if this says so.
         flight = self.flights.get(request)
         if flight is not None:
@@ -436,6 +489,7 @@ class _Prepared:
     events_file: str | None
     jobdir: str | None
     shutdown_grace: float | None
+    give_up: float
 
 
 _PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
@@ -444,6 +498,7 @@ _PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
 def _prepare(crawler: Crawler) -> _Prepared:
     settings = crawler.settings
     shutdown_grace = read_grace(settings)
+    give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
     jobdir = job_dir(settings)
     dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
     if jobdir:
@@ -453,6 +508,7 @@ def _prepare(crawler: Crawler) -> _Prepared:
         events_file=settings.get("AIMD_EVENTS_FILE") or None,
         jobdir=jobdir,
         shutdown_grace=shutdown_grace,
+        give_up=give_up,
     )
 
 

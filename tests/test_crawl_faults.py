@@ -244,3 +244,27 @@ def test_the_stock_schedulers_stats_are_written(tmp_path: Path, where: str) -> N
     assert stats.get(f"scheduler/dequeued/{where}") == fetched
     other = "memory" if where == "disk" else "disk"
     assert f"scheduler/enqueued/{other}" not in stats
+
+
+def test_a_host_that_only_refuses_is_given_up_on_and_kept_for_a_resume(tmp_path: Path) -> None:
+    jobdir = str(tmp_path / "job")
+    settings = {**AIMD, "AIMD_HOST_GIVE_UP": 3, "JOBDIR": jobdir, "RETRY_TIMES": 0}
+    specs = [HostSpec(name="down", pages=5, links_per_page=0, outage_seconds=8)]
+    with start_farm(specs, max_seconds=120) as farm:
+        began = time.monotonic()
+        urls = [f"{farm.urls['down']}/p/{i}" for i in range(5)]
+        first = run_crawl(
+            urls, tmp_path / "first", settings, spider="components.ErrbackSpider", timeout=60
+        )
+        took = time.monotonic() - began
+        time.sleep(max(0.0, 8.5 - (time.monotonic() - began)))  # the outage is over
+        second = run_crawl(
+            urls, tmp_path / "second", settings, spider="components.ErrbackSpider", timeout=60
+        )
+    assert took < 30, took
+    assert sorted(item["url"] for item in first.items) == sorted(urls)
+    assert {item["error"] for item in first.items} == {"HostGaveUp"}
+    assert first.stats.get("aimd/host_gave_up/requests") == 5
+    assert first.stats.get("aimd/host_gave_up/hosts") == 1
+    assert first.log.count("Giving up on") == 1
+    assert sorted(second.urls) == sorted(urls)  # kept in the JOBDIR, fetched on resume
