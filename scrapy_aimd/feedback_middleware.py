@@ -26,6 +26,7 @@ from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.retry_after import parse_retry_after
 from scrapy_aimd.crawl import crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
+from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import read_int
 
@@ -77,6 +78,8 @@ class AimdDownloaderMiddleware:
         self.flights.open(request).sent_at = self.clock()
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
+        if ROBOTS_META in request.meta:
+            response = bounded_robots_response(response)
         sent_at = self._sent_at(request)
         status = response.status
         retry_after = None

@@ -28,11 +28,13 @@ from twisted.internet.defer import Deferred
 
 from scrapy_aimd.core.hosts import host_key_from_netloc
 from scrapy_aimd.core.robots import (
+    MAX_BYTES,
     FetchResult,
     RobotsBook,
     RobotsConfig,
     RobotsOutcome,
     Verdict,
+    decoded_prefix,
 )
 from scrapy_aimd.crawl import request_origin
 from scrapy_aimd.settings import read_bool, read_float, read_int
@@ -67,6 +69,23 @@ CRAWL_DELAY_MARGIN = 0.02
 def crawl_delay_floor(crawl_delay: float) -> float:
     """The gap floor that honours ``crawl_delay`` as the server measures it."""
     return crawl_delay * (1 + CRAWL_DELAY_MARGIN)
+
+
+def bounded_robots_response(response: Response, max_bytes: int = MAX_BYTES) -> Response:
+    """A compressed robots.txt answer inflated to its first ``max_bytes`` (and one
+    more, to tell that it was longer) only: RFC 9309 §2.5 asks for 500 KiB, and a
+    gzip bomb would otherwise be refused whole by Scrapy's HttpCompressionMiddleware
+    (over ``DOWNLOAD_MAXSIZE``), its rules lost. Called by the feedback
+    middleware, which sees raw answers before that middleware does."""
+    encodings = response.headers.getlist(b"Content-Encoding")
+    if len(encodings) != 1:
+        return response
+    body = decoded_prefix(response.body, encodings[0].decode("latin-1"), max_bytes)
+    if body is None:
+        return response
+    headers = response.headers.copy()
+    del headers[b"Content-Encoding"]
+    return response.replace(body=body, headers=headers)
 
 
 class RobotsListener(Protocol):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 import pytest
 
 from scrapy_aimd.core.robots import (
@@ -11,6 +14,7 @@ from scrapy_aimd.core.robots import (
     RobotsOutcome,
     Verdict,
     classify,
+    decoded_prefix,
     parse_rules,
     usable_crawl_delay,
 )
@@ -200,3 +204,18 @@ def test_an_answer_that_could_not_be_handled_still_settles_the_origin() -> None:
     book.fetched(other, 0.0, 200, RULES, UA)
     book.settle_anyway(other, 1.0)  # the rules already taken stay
     assert book.verdict(other, "http://b.test/private", UA) is Verdict.DENY
+
+
+def test_a_compressed_body_is_inflated_to_just_past_the_limit() -> None:
+    body = RULES + b"#" * (4 * MAX_BYTES)
+    for encoding, packed in (
+        ("gzip", gzip.compress(body)),
+        ("deflate", zlib.compress(body)),
+        ("deflate", zlib.compress(body, wbits=-zlib.MAX_WBITS)),
+    ):
+        prefix = decoded_prefix(packed, encoding)
+        assert prefix is not None and len(prefix) == MAX_BYTES + 1
+        assert prefix.startswith(RULES)
+    assert decoded_prefix(gzip.compress(RULES), "GZIP") == RULES
+    assert decoded_prefix(b"not gzip", "gzip") is None
+    assert decoded_prefix(RULES, "br") is None

@@ -3,6 +3,7 @@ against local servers that behave this way."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -268,3 +269,23 @@ def test_a_host_that_only_refuses_is_given_up_on_and_kept_for_a_resume(tmp_path:
     assert first.stats.get("aimd/host_gave_up/hosts") == 1
     assert first.log.count("Giving up on") == 1
     assert sorted(second.urls) == sorted(urls)  # kept in the JOBDIR, fetched on resume
+
+
+def test_a_gzip_bomb_robots_txt_is_parsed_up_to_500_kib(tmp_path: Path) -> None:
+    rules = b"User-agent: *\nDisallow: /private\n"
+    bomb = gzip.compress(rules + b"# padding padding padding\n" * 400_000, compresslevel=9)
+
+    def answer(path: str) -> Answer:
+        if path == "/robots.txt":
+            return 200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, bomb
+        return PAGE
+
+    settings = {**AIMD, "ROBOTSTXT_OBEY": True, "DOWNLOAD_MAXSIZE": 4 * 1024 * 1024}
+    with serve(answer) as (url, paths):
+        urls = [f"{url}/public", f"{url}/private"]
+        result = run_crawl(urls, tmp_path / "crawl", settings, follow=False, timeout=60)
+    assert len(bomb) < 100_000  # 10 MiB inflated
+    assert result.urls == [f"{url}/public"]
+    assert "/private" not in paths
+    assert result.stats.get("aimd/robots/truncated") == 1
+    assert result.stats.get("aimd/robots/disallowed") == 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,26 @@ def classify(status: int | None) -> RobotsOutcome:
 def rules_text(body: bytes, max_bytes: int = MAX_BYTES) -> str:
     """The part of a body that is parsed: its first ``max_bytes``, as text."""
     return body[:max_bytes].decode("utf-8", errors="replace")
+
+
+def decoded_prefix(body: bytes, encoding: str, max_bytes: int = MAX_BYTES) -> bytes | None:
+    """The first ``max_bytes`` + 1 bytes of a body compressed with ``encoding``
+    (gzip or deflate): enough to parse and to see that there was more, however
+    large it inflates (a gzip bomb). None for another encoding or a broken stream.
+    """
+    encoding = encoding.strip().lower()
+    if encoding in ("gzip", "x-gzip"):
+        windows = [16 + zlib.MAX_WBITS]
+    elif encoding == "deflate":
+        windows = [zlib.MAX_WBITS, -zlib.MAX_WBITS]  # zlib-wrapped, or raw as some send
+    else:
+        return None
+    for wbits in windows:
+        try:
+            return zlib.decompressobj(wbits).decompress(body, max_bytes + 1)
+        except zlib.error:
+            continue
+    return None
 
 
 def parse_rules(body: bytes, max_bytes: int = MAX_BYTES) -> Protego:
