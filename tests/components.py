@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from crawlrunner import FarmSpider
@@ -81,3 +82,15 @@ class ErrbackSpider(FarmSpider):
 
     def failed(self, failure: Any) -> Any:
         yield {"url": failure.request.url, "error": type(failure.value).__name__}
+
+
+class ReactorWatchingSpider(FarmSpider):
+    """Says in each item whether a Twisted reactor is installed in the crawl."""
+
+    name = "reactor_watching"
+
+    def parse(self, response: Any) -> Any:
+        for output in super().parse(response):
+            if isinstance(output, dict):
+                output["reactor"] = "twisted.internet.reactor" in sys.modules
+            yield output

@@ -289,3 +289,25 @@ def test_a_gzip_bomb_robots_txt_is_parsed_up_to_500_kib(tmp_path: Path) -> None:
     assert "/private" not in paths
     assert result.stats.get("aimd/robots/truncated") == 1
     assert result.stats.get("aimd/robots/disallowed") == 1
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["memory", "JOBDIR"])
+def test_a_crawl_without_a_twisted_reactor(tmp_path: Path, jobdir: bool) -> None:
+    settings: dict[str, object] = {**AIMD, "TWISTED_REACTOR_ENABLED": False, "ROBOTSTXT_OBEY": True}
+    if jobdir:
+        settings["JOBDIR"] = str(tmp_path / "job")
+    specs = [
+        HostSpec(name="site", pages=8, links_per_page=2, robots="User-agent: *\nDisallow: /p/5\n")
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        root = farm.urls["site"]
+        result = run_crawl(
+            [root + "/"], tmp_path / "crawl", settings, spider="components.ReactorWatchingSpider"
+        )
+    # No Twisted reactor when the crawl began (Scrapy itself may import one later).
+    assert not min(result.items, key=lambda item: item["t"])["reactor"]
+    assert result.stats.get("finish_reason") == "finished"
+    assert "ERROR" not in result.log
+    pages = {url for url in result.urls if "/p/" in url}
+    assert pages == {f"{root}/p/{i}" for i in range(8)} - {f"{root}/p/5"}
+    assert result.stats.get("aimd/in_flight_at_close") == 0
