@@ -11,13 +11,19 @@ Every change is logged.
 
 from __future__ import annotations
 
+import difflib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from scrapy_aimd.settings import AimdSettingsError
+
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
+    from typing_extensions import Self
 
     from scrapy_aimd.core.controller import ControllerConfig
 
@@ -41,27 +47,36 @@ COMPONENTS = {
 
 
 class Addon:
-    """Enables scrapy-aimd in a Scrapy project or spider."""
+    """Enables scrapy-aimd in a Scrapy project or spider.
+
+    Scrapy builds add-ons with ``from_crawler`` once the spider exists, so the
+    spider's own ``download_delay`` and ``max_concurrent_requests`` attributes
+    are read here too (Scrapy would otherwise apply them to the downloader after
+    the add-ons ran, where they would throttle on top of the controller).
+    """
+
+    def __init__(self, crawler: Crawler | None = None) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
 
     def update_settings(self, settings: BaseSettings) -> None:
         changes: list[str] = []
 
-        def force(name: str, value: Any, *, log: bool = True) -> None:
+        def force(name: str, value: Any, *, log: bool = True, floor: str = "addon") -> None:
             """Set a value that must win over the project's and the spider's."""
+            priority = max(SETTINGS_PRIORITIES[floor], settings.getpriority(name) or 0)
             if settings.get(name) == value:
+                if priority > (settings.getpriority(name) or 0):
+                    settings.set(name, value, priority=priority)
                 return
             if log:
                 changes.append(f"{name}={value!r} (was {settings.get(name)!r})")
-            priority = max(SETTINGS_PRIORITIES["addon"], settings.getpriority(name) or 0)
             settings.set(name, value, priority=priority)
 
-        def carry(source: str, target: str) -> None:
-            """Keep the user's value of a setting that is about to be switched off."""
-            if settings.get(target) is None:
-                settings.set(target, settings.get(source), priority="addon")
-
-        for name, path in COMPONENTS.items():
-            force(name, path)
+        _check_components(settings, force)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         if MIDDLEWARE not in middlewares and OLD_PATHS[MIDDLEWARE] not in middlewares:
             middlewares[MIDDLEWARE] = MIDDLEWARE_PRIORITY
@@ -72,21 +87,255 @@ class Addon:
             changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
         force("DOWNLOADER_MIDDLEWARES", middlewares, log=False)
 
-        carry("DOWNLOAD_DELAY", "AIMD_MIN_DELAY")
-        carry("CONCURRENT_REQUESTS_PER_DOMAIN", "AIMD_MAX_CONCURRENCY")
-        force("DOWNLOAD_DELAY", 0.0)
+        spider: object = None
+        if self.crawler is not None:
+            spider = self.crawler.spider or self.crawler.spidercls
+        delay = _carry(settings, "DOWNLOAD_DELAY", "download_delay", spider, "AIMD_MIN_DELAY")
+        if delay:
+            changes.append(f"{delay} (the downloader's own delay is now 0)")
+        # At spider priority: Scrapy puts a spider's download_delay there otherwise.
+        force("DOWNLOAD_DELAY", 0.0, log=False, floor="spider")
         force("AUTOTHROTTLE_ENABLED", False)
+        changes.extend(_carry_download_slots(settings, force))
+        per_domain_from = _carry(
+            settings,
+            "CONCURRENT_REQUESTS_PER_DOMAIN",
+            "max_concurrent_requests",
+            spider,
+            "AIMD_MAX_CONCURRENCY",
+        )
         # The downloader must never queue what the scheduler lets start. (An
         # invalid AIMD_MAX_CONCURRENCY is reported, by name, when the crawl starts.)
         limits = [settings.get("CONCURRENT_REQUESTS"), settings.get("AIMD_MAX_CONCURRENCY")]
         per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
-        if settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") < per_domain:
-            force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain)
+        per_domain = max(per_domain, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
+        force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
+        if per_domain_from:
+            changes.append(
+                f"{per_domain_from} (the downloader's own per-domain limit is now "
+                f"{per_domain}, so that it never holds back what the scheduler lets start)"
+            )
         if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
             force("CONCURRENT_REQUESTS_PER_IP", 0)
+        command = _one_page_command(settings, spider)
+        given = settings.getpriority("AIMD_EVENTS_FILE") or 0
+        if command and settings.get("AIMD_EVENTS_FILE") and given < SETTINGS_PRIORITIES["cmdline"]:
+            changes.append(f"AIMD_EVENTS_FILE=None under {command} (the crawl's file is kept)")
+            settings.set("AIMD_EVENTS_FILE", None, priority="cmdline")
+        warn_about_unknown_settings(settings)
 
         if changes:
             logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))
+
+
+def _carry(
+    settings: BaseSettings, source: str, attribute: str, spider: object, target: str
+) -> str | None:
+    """Carry the user's ``source`` (or the spider's ``attribute``, which Scrapy puts
+    above it) into ``target`` unless the user set ``target``; say where it went."""
+    value, named = settings.get(source), source
+    from_default = (settings.getpriority(source) or 0) <= SETTINGS_PRIORITIES["default"]
+    attr = getattr(spider, attribute, None) if spider is not None else None
+    if attr is not None and (settings.getpriority(source) or 0) < SETTINGS_PRIORITIES["spider"]:
+        value, named, from_default = attr, f"the spider's {attribute}", False
+    if from_default:
+        if settings.get(target) is None:
+            settings.set(target, value, priority="addon")
+        return None
+    if (settings.getpriority(target) or 0) > SETTINGS_PRIORITIES["addon"] and settings.get(
+        target
+    ) is not None:
+        return f"{named}={value} is not used: {target}={settings.get(target)} is set"
+    settings.set(target, value, priority="addon")
+    return f"{named}={value} → {target}={value}"
+
+
+def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) -> list[str]:
+    """``DOWNLOAD_SLOTS`` delays and concurrencies feed the controller of that slot (as
+    :setting:`AIMD_HOSTS` entries; the user's own AIMD_HOSTS entries win), and the
+    downloader's own delay of each slot becomes 0."""
+    try:
+        slots = settings.getdict("DOWNLOAD_SLOTS")
+        hosts = settings.getdict("AIMD_HOSTS")
+    except (TypeError, ValueError):
+        return []  # an invalid AIMD_HOSTS is named when the crawl starts
+    changes: list[str] = []
+    carried: dict[str, Any] = {}
+    for key, slot in slots.items():
+        if not isinstance(slot, dict):
+            continue
+        entry = dict(hosts.get(key) or {})
+        for name, field_name in (("delay", "min_delay"), ("concurrency", "max_concurrency")):
+            if slot.get(name) is None:
+                continue
+            if field_name in entry:
+                changes.append(
+                    f"DOWNLOAD_SLOTS[{key!r}].{name}={slot[name]} is not used: "
+                    f"AIMD_HOSTS[{key!r}].{field_name}={entry[field_name]} is set"
+                )
+                continue
+            entry[field_name] = slot[name]
+            changes.append(
+                f"DOWNLOAD_SLOTS[{key!r}].{name}={slot[name]} → "
+                f"AIMD_HOSTS[{key!r}].{field_name}={slot[name]}"
+                + (" (the downloader's own delay of that slot is now 0)" if name == "delay" else "")
+            )
+        if entry:
+            carried[key] = entry
+    if not carried:
+        return changes
+    zeroed = {
+        key: ({**slot, "delay": 0.0} if isinstance(slot, dict) and "delay" in slot else slot)
+        for key, slot in slots.items()
+    }
+    force("DOWNLOAD_SLOTS", zeroed, log=False, floor="spider")
+    force("AIMD_HOSTS", {**hosts, **carried}, log=False)
+    return changes
+
+
+#: Scrapy's own components that the add-on replaces without asking.
+SCRAPY_DEFAULTS = {
+    "SCHEDULER": "scrapy.core.scheduler.Scheduler",
+    "REQUEST_FINGERPRINTER_CLASS": "scrapy.utils.request.RequestFingerprinter",
+    "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+}
+#: What a user's own fingerprinter or duplicate filter costs.
+KEPT_COST = {
+    "REQUEST_FINGERPRINTER_CLASS": (
+        "duplicates are found by its fingerprints, not by the canonical URL: "
+        "tracking parameters and other variants of a page are fetched again"
+    ),
+    "DUPEFILTER_CLASS": (
+        "the duplicate filter is not scrapy-aimd's: its memory per URL, and whether "
+        "a JOBDIR keeps its seen set across a crash, are that filter's"
+    ),
+}
+
+
+def _check_components(settings: BaseSettings, force: Callable[..., None]) -> None:
+    """Set the components; keep a fingerprinter or duplicate filter the user chose
+    (with a warning) or a command chose (``scrapy shell`` sets its own duplicate
+    filter), and refuse a scheduler other than ours."""
+    for name, path in COMPONENTS.items():
+        given = settings.get(name)
+        chosen = _chosen(settings, name, path)
+        if chosen is None:
+            force(name, path)
+        elif name == "SCHEDULER":
+            raise AimdSettingsError(
+                name,
+                _path(given),
+                f"{path} (or a subclass): scrapy-aimd does its work in its scheduler and "
+                f"cannot run under {_path(given)}; remove SCHEDULER or the add-on",
+            )
+        elif chosen == "user":
+            logger.warning(
+                "scrapy-aimd keeps %s=%s, set in the settings: %s",
+                name,
+                _path(given),
+                KEPT_COST[name],
+            )
+
+
+def _chosen(settings: BaseSettings, name: str, ours: str) -> str | None:
+    """Who chose a component of their own ("user" or "command"), None when the
+    setting is Scrapy's default or ours."""
+    given = settings.get(name)
+    if given is None or _path(given) in (ours, SCRAPY_DEFAULTS[name]):
+        return None
+    priority = settings.getpriority(name) or 0
+    if priority <= SETTINGS_PRIORITIES["addon"] and name != "SCHEDULER":
+        return "command" if priority >= SETTINGS_PRIORITIES["command"] else None
+    if name == "SCHEDULER" and _is_ours(given):
+        return None
+    return "user"
+
+
+def _is_ours(component: object) -> bool:
+    """A scheduler given as AimdScheduler or a subclass of it (by path: the scheduler
+    module imports this one)."""
+    from scrapy.utils.misc import load_object
+
+    try:
+        cls = load_object(component) if isinstance(component, str) else component
+    except (ImportError, NameError, ValueError, AttributeError):
+        return False
+    mro = getattr(cls, "__mro__", ())
+    return any(f"{c.__module__}.{c.__qualname__}" == COMPONENTS["SCHEDULER"] for c in mro)
+
+
+def _one_page_command(settings: BaseSettings, spider: object) -> str | None:
+    """``scrapy fetch`` or ``scrapy shell``: commands that fetch a page or two with the
+    project's settings, and must not overwrite the project's events file."""
+    cls = spider if isinstance(spider, type) else type(spider)
+    if getattr(getattr(cls, "start", None), "__module__", None) == "scrapy.commands.fetch":
+        return "scrapy fetch"
+    if settings.get("DUPEFILTER_CLASS") == "scrapy.dupefilters.BaseDupeFilter" and (
+        settings.getpriority("DUPEFILTER_CLASS") == SETTINGS_PRIORITIES["command"]
+    ):
+        return "scrapy shell"
+    return None
+
+
+def _path(value: object) -> str:
+    """A component as its import path, whether given as a path or as the class."""
+    if isinstance(value, type):
+        return f"{value.__module__}.{value.__qualname__}"
+    return str(value)
+
+
+# -- misspelled settings ----------------------------------------------------------------
+
+#: Settings that were removed, and what replaced them.
+REMOVED_SETTINGS = {
+    "AIMD_DELAY_STEP": (
+        "the gap now closes in logarithmic time (halving towards its floor); "
+        "AIMD_RECOVERY sets how fast"
+    ),
+}
+#: The fleet's settings (docs/fleet.rst), read by scrapy_aimd.fleet.
+FLEET_SETTINGS = ("AIMD_REDIS_URL", "AIMD_FLEET_KEY", "AIMD_FLEET_IDLE_CLOSE")
+#: Settings read outside the modules that export their lists.
+OTHER_SETTINGS = (
+    "AIMD_EVENTS_FILE",
+    "AIMD_THROTTLE_RETRIES",
+    "AIMD_SHUTDOWN_GRACE",
+    "AIMD_HOST_GIVE_UP",
+    "AIMD_SUMMARY_ROWS",
+    "AIMD_LOGSTATS_INTERVAL",
+)
+
+
+def known_settings() -> frozenset[str]:
+    """Every ``AIMD_*`` setting that scrapy-aimd reads, from the modules that read them."""
+    from scrapy_aimd.fingerprint import CANONICAL_SETTINGS
+    from scrapy_aimd.robots_middleware import ROBOTS_SETTINGS
+    from scrapy_aimd.settings import CONTROLLER_SETTINGS
+
+    return frozenset(
+        (
+            *CONTROLLER_SETTINGS,
+            *CANONICAL_SETTINGS,
+            *ROBOTS_SETTINGS,
+            *FLEET_SETTINGS,
+            *OTHER_SETTINGS,
+        )
+    )
+
+
+def warn_about_unknown_settings(settings: BaseSettings) -> None:
+    """One WARNING per ``AIMD_*`` setting nothing reads, naming the closest known one:
+    a misspelled setting would otherwise be silently ignored."""
+    known = known_settings()
+    for name in sorted(str(n) for n in settings if str(n).startswith("AIMD_")):
+        if name in known:
+            continue
+        if name in REMOVED_SETTINGS:
+            logger.warning("%s was removed: %s", name, REMOVED_SETTINGS[name])
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        logger.warning("Unknown setting %s is ignored%s", name, hint)
 
 
 def warn_about_downloader_throttling(settings: BaseSettings, default: ControllerConfig) -> None:

@@ -46,10 +46,39 @@ def crawl_parts(crawler: Crawler) -> CrawlParts:
     return parts
 
 
+#: The meta key that remembers which ``download_slot`` the crawl set itself, so
+#: that a copy that carried it over (a redirect to another host, scrapy #2141)
+#: is told from a slot that the user chose.
+AUTO_SLOT_META = "aimd_auto_slot"
+
+
 def request_host(request: Request) -> str:
-    """The host key of a request (see ``scrapy_aimd.core.hosts``)."""
+    """The politeness key of a request: the ``download_slot`` the user set on it,
+    else its URL's host key (see ``scrapy_aimd.core.hosts``). Requests that share
+    a slot share one controller, as Scrapy's downloader slots do."""
+    slot = user_slot(request)
+    if slot is not None:
+        return slot
     parts = urlparse_cached(request)
     return host_key_from_netloc(parts.scheme, parts.netloc)
+
+
+def user_slot(request: Request) -> str | None:
+    """The ``download_slot`` that the user set, or None (not set, or set by the crawl)."""
+    slot = request.meta.get("download_slot")
+    if slot is None or slot == request.meta.get(AUTO_SLOT_META):
+        return None
+    return str(slot)
+
+
+def assign_slot(request: Request) -> None:
+    """Before a request goes to the downloader: keep the user's slot; otherwise set
+    Scrapy's own slot key for its URL (the hostname, without port), as the
+    downloader would, and remember that the crawl set it."""
+    if user_slot(request) is not None:
+        return
+    slot = urlparse_cached(request).hostname or ""
+    request.meta["download_slot"] = request.meta[AUTO_SLOT_META] = slot
 
 
 def request_origin(request: Request) -> str:

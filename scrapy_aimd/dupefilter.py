@@ -23,13 +23,28 @@ Two differences from RFPDupeFilter:
   before the next key joins the buffer, since that key's request is not
   stored yet (see :mod:`scrapy_aimd.jobdir`).
 
+Writes are recoverable. Each batch is one append at the end of the last whole
+batch; a write that fails (``No space left on device``) is cut off again at
+once, and a batch cut short by a crash is cut off when the file is opened, so
+the file is always whole batches and a batch is never written twice. (A file
+in which a torn batch is followed by the same batch written again, as earlier
+versions left it, is read past the torn copy.) After a failed write, or a
+``before_flush`` that raised (the frontier could not be committed), the
+dupefilter writes nothing more: the keys it holds stay in memory, and their
+requests are fetched again after a resume, never lost. It calls ``on_error``
+once with a :class:`SeenKeysFileError` that names the file and says when the
+disk is full (or with what ``before_flush`` raised): the JOBDIR adapter sets it
+to stop the crawl and log why. Without ``on_error`` it logs one ERROR and
+closes the spider itself (reason ``jobdir_error``).
+
 Stats: ``dupefilter/filtered`` (as RFPDupeFilter), ``aimd/dupefilter/redirect_same_key``
 (redirected requests let through), ``aimd/dupefilter/loaded`` (keys read from
-JOBDIR), ``aimd/dupefilter/keys`` (keys held at close).
+JOBDIR), ``aimd/dupefilter/keys`` (keys held at close), ``aimd/dupefilter/write_errors``.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 import zlib
@@ -39,6 +54,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import referer_str
 
@@ -96,11 +112,14 @@ def encode_batch(keys: array[int]) -> bytes:
 def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
     """The keys in ``path`` and the length of its intact part.
 
-    A batch cut short at the end (a crawl killed while writing) is left out;
+    A batch cut short at the end (a crawl killed while writing) is left out, as
+    is a header cut short (the disk filled as the file was made: length 0);
     anything else that does not check out raises :class:`SeenKeysFileError`.
     """
     data = path.read_bytes()
     header = _header(rules_id)
+    if len(data) < len(header) and header.startswith(data):
+        return array("Q"), 0
     if not data.startswith(header):
         first_line = data.split(b"\n", 1)[0]
         if first_line.startswith(_MAGIC):
@@ -127,7 +146,20 @@ def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
             break  # the last batch was cut short
         crc = int.from_bytes(data[end - _CRC_BYTES : end], "little")
         if zlib.crc32(data[position : end - _CRC_BYTES]) != crc:
-            raise SeenKeysFileError(f"{path} is corrupted: checksum mismatch at byte {position}")
+            again = _written_again(data, position)
+            if again is None:
+                raise SeenKeysFileError(
+                    f"{path} is corrupted: checksum mismatch at byte {position}"
+                )
+            logger.warning(
+                "Skipping %d bytes at byte %d of %s: a batch cut short by a failed write, "
+                "written again after it.",
+                again - position,
+                position,
+                path,
+            )
+            position = again
+            continue
         keys.frombytes(data[count_end : end - _CRC_BYTES])
         position = end
     if sys.byteorder != "little":
@@ -142,6 +174,26 @@ def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
     return keys, position
 
 
+def _written_again(data: bytes, position: int) -> int | None:
+    """Where the batch torn at ``position`` starts again, if it does: a write
+    that failed part way, then the whole batch appended after it (as earlier
+    versions did). The torn bytes are a prefix of the whole batch that
+    follows them, and that batch checks out."""
+    probe = data[position : position + _COUNT_BYTES]  # the torn copy holds its count
+    whole_length = _COUNT_BYTES + 8 * int.from_bytes(probe, "little") + _CRC_BYTES
+    start = data.find(probe, position + 1, position + whole_length)
+    while start != -1:
+        whole = data[start : start + whole_length]
+        if (
+            len(whole) == whole_length
+            and whole.startswith(data[position:start])
+            and zlib.crc32(whole[:-_CRC_BYTES]) == int.from_bytes(whole[-_CRC_BYTES:], "little")
+        ):
+            return start
+        start = data.find(probe, start + 1, position + whole_length)
+    return None
+
+
 class AimdDupeFilter:
     """Filters requests whose key was seen; see the module docstring."""
 
@@ -153,6 +205,7 @@ class AimdDupeFilter:
         fingerprinter: object | None = None,
         stats: StatsCollector | None = None,
         call_later: Callable[[float, Callable[[], None]], _Cancellable] | None = None,
+        crawler: Crawler | None = None,
     ) -> None:
         self.fingerprinter = fingerprinter or AimdRequestFingerprinter()
         self._request_key = request_key_function(self.fingerprinter)
@@ -162,11 +215,18 @@ class AimdDupeFilter:
         self._stats = stats
         self._call_later = call_later
         self._seen = SeenSet()
+        self._crawler = crawler
         self._file: IO[bytes] | None = None
+        #: The end of the last whole batch: where the next one is written.
+        self._end = 0
         self._pending = array("Q")
         self._flush_timer: _Cancellable | None = None
         #: Called before a batch of keys is written: makes their requests durable.
         self.before_flush: Callable[[], None] | None = None
+        #: Called once with the exception when keys can no longer be written.
+        self.on_error: Callable[[BaseException], None] | None = None
+        #: Why nothing more is written, or None.
+        self.failure: BaseException | None = None
         self.path = Path(path, SEEN_KEYS_FILENAME) if path else None
         if self.path is not None:
             self._open_file(self.path)
@@ -179,21 +239,43 @@ class AimdDupeFilter:
             fingerprinter=crawler.request_fingerprinter,
             stats=crawler.stats,
             call_later=call_later,
+            crawler=crawler,
         )
 
     def _open_file(self, path: Path) -> None:
-        if path.exists() and path.stat().st_size:
-            keys, intact = read_seen_keys(path, self.rules_id)
-            self._seen = SeenSet(expected=len(keys))
-            self._seen.update(keys)
-            self._file = path.open("r+b")
+        """Load the keys and cut off a torn tail, so that appends go after whole batches."""
+        try:
+            if path.exists() and path.stat().st_size:
+                keys, intact = read_seen_keys(path, self.rules_id)
+                self._seen = SeenSet(expected=len(keys))
+                self._seen.update(keys)
+                self._file = path.open("r+b", buffering=0)
+                self._inc_stat("aimd/dupefilter/loaded", len(self._seen))
+            else:
+                self._file = path.open("wb", buffering=0)
+                intact = 0
+            if intact == 0:
+                intact = self._append(_header(self.rules_id), at=0)
             self._file.truncate(intact)
-            self._file.seek(intact)
-            self._inc_stat("aimd/dupefilter/loaded", len(self._seen))
-        else:
-            self._file = path.open("wb")
-            self._file.write(_header(self.rules_id))
-            self._file.flush()
+        except OSError as exc:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            raise SeenKeysFileError(f"{path} cannot be written: {exc}") from exc
+        self._end = intact
+
+    def _append(self, data: bytes, at: int) -> int:
+        """Write ``data`` at ``at`` (each write may be short); the new end."""
+        file = self._file
+        assert file is not None
+        file.seek(at)
+        view = memoryview(data)
+        while view:
+            written = file.write(view)
+            if not written:  # pragma: no cover - a raw file raises instead
+                raise OSError(f"no progress writing {self.path}")
+            view = view[written:]
+        return at + len(data)
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -230,27 +312,78 @@ class AimdDupeFilter:
     def _buffer(self, key: int) -> None:
         if len(self._pending) >= BATCH_KEYS:
             self.flush()  # before this key: its request is not stored yet
+        if self.failure is not None:
+            return  # in memory only from now on
         self._pending.append(key)
         if self.before_flush is None and (
             len(self._pending) >= BATCH_KEYS or self._call_later is None
         ):
             self.flush()  # no frontier to wait for
         elif self._flush_timer is None and self._call_later is not None:
-            self._flush_timer = self._call_later(FLUSH_DELAY, self.flush)
+            self._flush_timer = self._call_later(FLUSH_DELAY, self._flush_on_timer)
 
     def flush(self) -> None:
         """Write the buffered keys as one batch, through to the OS, after
-        ``before_flush`` has made their requests durable."""
+        ``before_flush`` has made their requests durable.
+
+        An ``OSError`` while writing, or any exception from ``before_flush``,
+        ends the writes for good (see the module docstring): it is reported
+        through ``on_error`` and not raised, so that neither the flush timer
+        nor ``close()`` dies of it."""
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
-        if self._file is None or not self._pending:
+        if self._file is None or not self._pending or self.failure is not None:
             return
-        if self.before_flush is not None:
-            self.before_flush()
-        self._file.write(encode_batch(self._pending))
-        self._file.flush()
+        try:
+            if self.before_flush is not None:
+                self.before_flush()
+            self._end = self._append(encode_batch(self._pending), at=self._end)
+        except Exception as exc:
+            self._stop_writing(exc)
+            return
         del self._pending[:]
+
+    def _flush_on_timer(self) -> None:
+        self._flush_timer = None
+        self.flush()
+
+    def _stop_writing(self, exc: Exception) -> None:
+        """Cut off what the failed write left, write nothing more, report once:
+        to ``on_error`` (which logs it), or as an ERROR and a closed spider."""
+        unwritten = len(self._pending)
+        del self._pending[:]
+        if self._file is not None:
+            try:
+                self._file.truncate(self._end)  # frees space: works on a full disk
+            except OSError:
+                logger.debug("Cannot truncate %s", self.path, exc_info=True)
+        error: Exception = exc
+        if isinstance(exc, OSError):
+            full = ": the disk is full" if exc.errno == errno.ENOSPC else ""
+            error = SeenKeysFileError(
+                f"{self.path} cannot be written{full} ({exc}); the {unwritten} keys not "
+                f"written stay in memory, and their requests are fetched again after a resume"
+            )
+            error.__cause__ = exc
+        self.failure = error
+        self._inc_stat("aimd/dupefilter/write_errors")
+        if self.on_error is not None:
+            self.on_error(error)
+            return
+        if error is exc:  # from before_flush: the frontier did not commit
+            logger.error(
+                "Stopping the crawl: the keys for %s are not written: the frontier did not "
+                "commit (%s: %s)",
+                self.path,
+                type(exc).__name__,
+                exc,
+            )
+        else:
+            logger.error("Stopping the crawl: %s", error)
+        engine = self._crawler.engine if self._crawler is not None else None
+        if engine is not None and engine.spider is not None:
+            deferred_from_coro(engine.close_spider_async(reason="jobdir_error"))
 
     def close(self, reason: str) -> None:
         self.flush()

@@ -15,8 +15,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Final
+
+from scrapy_aimd.settings import AimdSettingsError
 
 FLUSH_EVERY = 1.0
 
@@ -31,7 +34,9 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "pause": ("seconds", "until"),
     "resume": (),
     "change": ("delay", "limit", "crawl_delay"),
-    "close": ("reason", "hosts"),
+    "cached": ("status",),
+    "robots": ("origin", "status", "outcome", "crawl_delay"),
+    "close": ("reason", "hosts", "duplicates"),
 }
 #: The events about one host (they carry ``host``).
 HOST_EVENTS: Final = frozenset(EVENTS) - {"open", "close"}
@@ -48,6 +53,24 @@ def event_record(
         record["host"] = host
     record.update(fields)
     return record
+
+
+def events_path(template: object, params: Mapping[str, Any]) -> str:
+    """``AIMD_EVENTS_FILE`` with ``%(name)s``, ``%(time)s`` and the spider's other
+    attributes filled in, as Scrapy fills in ``FEEDS`` URIs (``time`` is the UTC
+    time of the call, to the second, with ``-`` for ``:``)."""
+    expected = "a file path; it may use %(name)s, %(time)s and the spider's attributes"
+    if not isinstance(template, (str, Path)):
+        raise AimdSettingsError("AIMD_EVENTS_FILE", template, expected)
+    text = str(template)
+    if "%" not in text:
+        return text
+    now = datetime.now(tz=timezone.utc).replace(microsecond=0)
+    values = {**params, "time": now.isoformat().replace(":", "-")}
+    try:
+        return text % values
+    except (KeyError, ValueError, TypeError):
+        raise AimdSettingsError("AIMD_EVENTS_FILE", template, expected) from None
 
 
 class EventLog:

@@ -26,6 +26,10 @@ class HostTotals:
 
     requests: int = 0
     responses: Counter[str] = field(default_factory=Counter)
+    #: Responses by status code (the summary shows 429 and 503 on their own).
+    statuses: Counter[int] = field(default_factory=Counter)
+    #: Responses that HttpCacheMiddleware answered from its cache (no download).
+    cached: int = 0
     failures: int = 0
     throttles: int = 0
     pauses: int = 0
@@ -44,12 +48,16 @@ class HostTotals:
         elif event == "response":
             status = as_integer(record.get("status"))
             self.responses[f"{status // 100}xx" if status is not None else "?"] += 1
+            if status is not None:
+                self.statuses[status] += 1
             latency = as_number(record.get("latency"))
             if latency is not None and latency >= 0:
                 best = self.best_latency
                 self.best_latency = latency if best is None else min(best, latency)
         elif event == "fail":
             self.failures += 1
+        elif event == "cached":
+            self.cached += 1
         elif event == "throttle":
             self.throttles += 1
             self._state(record)
@@ -59,6 +67,13 @@ class HostTotals:
             until = pause_until(record)
             if until is not None:
                 self._pause(float(record["t"]), until)
+
+    @property
+    def troubled(self) -> bool:
+        """The host pushed back: throttled, paused or refused (429/503)."""
+        return bool(
+            self.throttles or self.paused_seconds > 0 or self.statuses[429] or self.statuses[503]
+        )
 
     def _state(self, record: Mapping[str, Any]) -> None:
         delay, limit = as_number(record.get("delay")), as_integer(record.get("limit"))

@@ -6,22 +6,36 @@ from what comes back. Every host event goes through :meth:`Reporter._event`:
 it is folded into the host's :class:`~scrapy_aimd.host_totals.HostTotals`
 (the summary) and, with ``AIMD_EVENTS_FILE``, written as a line, so that the
 summary and the report count the same stream.
+
+Every ``LOGSTATS_INTERVAL`` (or ``AIMD_LOGSTATS_INTERVAL``) seconds it also
+logs one line about the hosts (:mod:`scrapy_aimd.live`), so that a long
+crawl says what holds it back while it runs.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals as scrapy_signals
+from scrapy.utils.asyncio import create_looping_call
+
 from scrapy_aimd import signals
-from scrapy_aimd.events import EventLog, event_record
+from scrapy_aimd.crawl import request_host
+from scrapy_aimd.events import EventLog, event_record, events_path
 from scrapy_aimd.host_totals import HostTotals
-from scrapy_aimd.summary import format_summary
+from scrapy_aimd.live import HostsView, QueuedHosts, hosts_line
+from scrapy_aimd.settings import read_float, read_int
+from scrapy_aimd.summary import DEFAULT_ROWS, format_summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
     from scrapy_aimd.core.controller import HostController, Reaction
 
@@ -34,19 +48,57 @@ class Reporter:
     def __init__(self, crawler: Crawler, *, events_file: str | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
+        settings = crawler.settings
+        #: The events file's path template; checked here, at startup, expanded at open.
         self.events_file = events_file
+        if events_file is not None:
+            events_path(events_file, _spider_params(crawler, "spider"))
+        self.summary_rows = read_int(settings, "AIMD_SUMMARY_ROWS", DEFAULT_ROWS, minimum=1)
+        interval = settings.get("AIMD_LOGSTATS_INTERVAL")
+        self.live_interval = (
+            read_float(settings, "LOGSTATS_INTERVAL", 60.0)
+            if interval is None
+            else read_float(settings, "AIMD_LOGSTATS_INTERVAL", None)
+        )
+        self._live: Any = None
+        self._view: HostsView | None = None
         self.events: EventLog | None = None
         self.totals: dict[str, HostTotals] = {}
         self.t0 = 0.0
+        self.clock: Callable[[], float] = time.monotonic
         #: Hosts throttled or paused and not answered well since (for host_recovered).
         self._troubled: set[str] = set()
         #: Hosts paused whose first start after the pause is still to be told.
         self._pausing: set[str] = set()
 
-    def open(self, now: float, spider: str) -> None:
+    def open(
+        self,
+        now: float,
+        spider: str,
+        hosts: QueuedHosts | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        """Start the events file, and with ``hosts`` (the frontier) the live line."""
         self.t0 = now
+        self.clock = clock or time.monotonic
         if self.events_file:
-            self.events = EventLog(self.events_file, now=now, spider=spider)
+            path = events_path(self.events_file, _spider_params(self.crawler, spider))
+            self.events = EventLog(path, now=now, spider=spider)
+        self.crawler.signals.connect(self._on_response, signal=scrapy_signals.response_received)
+        if hosts is not None and self.live_interval > 0:
+            self._view = HostsView(hosts, self.clock)
+            self._live = create_looping_call(self._log_hosts)
+            self._live.start(self.live_interval, now=False)
+
+    def _log_hosts(self) -> None:
+        if self._view is not None:
+            logger.info("%s", hosts_line(self._view.take()))
+
+    def _on_response(self, response: Response, request: Request, **_: Any) -> None:
+        """A response from HttpCacheMiddleware's cache: no download, no feedback."""
+        if "cached" in response.flags:
+            self.stats.inc_value("aimd/cached")
+            self._event("cached", self.clock(), request_host(request), status=response.status)
 
     # -- what the scheduler reports -------------------------------------------------
 
@@ -105,8 +157,33 @@ class Reporter:
             crawl_delay=round(seconds, 4),
         )
 
+    def robots(
+        self,
+        host: str,
+        now: float,
+        *,
+        origin: str,
+        status: int | None,
+        outcome: str,
+        crawl_delay: float | None,
+    ) -> None:
+        """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
+        self._event(
+            "robots",
+            now,
+            host,
+            origin=origin,
+            status=status,
+            outcome=outcome,
+            crawl_delay=crawl_delay,
+        )
+
     def close(self, now: float, reason: str, hosts: Iterable[tuple[str, HostController]]) -> None:
         """The per-host summary: counted from the events, with each host's last state."""
+        if self._live is not None and self._live.running:
+            self._live.stop()
+        self._live = None
+        self.crawler.signals.disconnect(self._on_response, signal=scrapy_signals.response_received)
         controllers = dict(hosts)
         rows = []
         for host, totals in sorted(self.totals.items()):
@@ -118,9 +195,16 @@ class Reporter:
             rows.append((host, totals))
         self.stats.set_value("aimd/hosts", len(self.totals))
         if rows:
-            logger.info("Per-host summary (%s):\n%s", reason, format_summary(rows))
+            summary = format_summary(rows, max_rows=self.summary_rows)
+            logger.info("Per-host summary (%s):\n%s", reason, summary)
         if self.events is not None:
-            self.events.close(now, reason=reason, hosts={host: _row(t) for host, t in rows})
+            filtered = self.stats.get_value("dupefilter/filtered", 0)
+            self.events.close(
+                now,
+                reason=reason,
+                hosts={host: _row(t) for host, t in rows},
+                duplicates={"total": filtered if isinstance(filtered, int) else 0},
+            )
 
     # -- the parts ---------------------------------------------------------------------
 
@@ -165,6 +249,8 @@ class Reporter:
 
     def _event(self, event: str, now: float, host: str, **fields: Any) -> None:
         record = event_record(self.t0, event, now, host, **fields)
+        if self._view is not None:
+            self._view.saw(record)
         totals = self.totals.get(host)
         if totals is None:
             totals = self.totals[host] = HostTotals()
@@ -194,6 +280,8 @@ def _row(totals: HostTotals) -> dict[str, Any]:
     return {
         "requests": totals.requests,
         "responses": dict(totals.responses),
+        "statuses": {str(code): n for code, n in sorted(totals.statuses.items())},
+        "cached": totals.cached,
         "failures": totals.failures,
         "throttles": totals.throttles,
         "pauses": totals.pauses,
@@ -202,3 +290,11 @@ def _row(totals: HostTotals) -> dict[str, Any]:
         "limit": totals.limit,
         "best_latency": totals.best_latency,
     }
+
+
+def _spider_params(crawler: Crawler, name: str) -> dict[str, Any]:
+    """The spider's attributes and its name, for ``%(...)s`` in AIMD_EVENTS_FILE."""
+    spider = crawler.spider
+    params: dict[str, Any] = dict(vars(spider)) if spider is not None else {}
+    params["name"] = getattr(spider, "name", None) or name
+    return params

@@ -39,7 +39,7 @@ from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import crawl_parts, request_host, request_origin
+from scrapy_aimd.crawl import assign_slot, crawl_parts, request_host, request_origin
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
@@ -145,7 +145,7 @@ class AimdScheduler:
         self.crawler.signals.connect(
             self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
         )
-        self.reporter.open(self.clock(), spider.name)
+        self.reporter.open(self.clock(), spider.name, self.frontier, self.clock)
         warn_about_downloader_throttling(self.crawler.settings, self.configs.default)
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if self.robots is not None:
@@ -303,8 +303,7 @@ class AimdScheduler:
         self.flights.handed_out(request, host, popped.ticket, now)
         if jobdir is not None:
             self.flights.store(request)
-        # Our host key, not the one a redirect or a copy carried over (scrapy #2141).
-        request.meta["download_slot"] = host
+        assign_slot(request)  # the user's slot, else this URL's, not a redirect's (#2141)
         self.reporter.started(host, now, self.frontier.controller(host))
         self._count("dequeued")
         return request

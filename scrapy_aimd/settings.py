@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
@@ -29,9 +31,17 @@ class AimdSettingsError(ValueError):
     """An ``AIMD_*`` setting has a value that cannot be used."""
 
     def __init__(self, name: str, value: Any, expected: str) -> None:
-        super().__init__(f"Invalid setting {name}={value!r}: expected {expected}")
+        try:
+            shown = repr(value)
+        except Exception:  # a 5000-digit int, an object whose __repr__ raises
+            shown = f"<a {type(value).__name__} that cannot be shown>"
+        super().__init__(f"Invalid setting {name}={shown}: expected {expected}")
         self.name = name
         self.value = value
+
+
+#: The largest whole number a setting may hold: SQLite, arrays and timers take 64 bits.
+_INT_MAX = 2**63 - 1
 
 
 def read_float(
@@ -41,14 +51,17 @@ def read_float(
     *,
     minimum: float | None = 0.0,
 ) -> float:
-    """A finite number, at least ``minimum``; strings such as "0.5" are accepted."""
+    """A finite number, at least ``minimum``; strings such as "0.5" are accepted.
+
+    Only numbers and strings: ``float()`` of anything else (or of a huge int,
+    a signalling NaN) may raise what is not a settings error."""
     value = settings.get(name, default)
     expected = "a number" if minimum is None else f"a number >= {minimum}"
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, numbers.Real)):
         raise AimdSettingsError(name, value, expected)
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # OverflowError: 10**400
         raise AimdSettingsError(name, value, expected) from None
     if not math.isfinite(number) or (minimum is not None and number < minimum):
         raise AimdSettingsError(name, value, expected)
@@ -56,19 +69,28 @@ def read_float(
 
 
 def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 0) -> int:
-    """A whole number, at least ``minimum``; "3" is accepted, 2.5 is not."""
+    """A whole number from ``minimum`` to 2**63 - 1; "3" is accepted, 2.5 and inf are not."""
     value = settings.get(name, default)
     expected = f"a whole number >= {minimum}"
     if isinstance(value, bool):
         raise AimdSettingsError(name, value, expected)
     try:
-        number = int(value)
-    except (TypeError, ValueError):
+        if isinstance(value, str):
+            number = int(value.strip())  # a 5000-digit string is a ValueError
+        elif isinstance(value, numbers.Integral):
+            number = operator.index(value)
+        elif isinstance(value, numbers.Real):  # float, Fraction
+            number = int(float(value))  # inf: OverflowError, nan: ValueError
+            if number != value:
+                raise ValueError(value)
+        else:
+            raise TypeError(value)
+    except (TypeError, ValueError, ArithmeticError):
         raise AimdSettingsError(name, value, expected) from None
-    if isinstance(value, float) and value != number:
-        raise AimdSettingsError(name, value, expected)
     if number < minimum:
         raise AimdSettingsError(name, value, expected)
+    if number > _INT_MAX:
+        raise AimdSettingsError(name, value, f"a whole number from {minimum} to {_INT_MAX}")
     return number
 
 
@@ -83,16 +105,19 @@ def read_bool(settings: SettingsLike, name: str, default: bool) -> bool:
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
+    if isinstance(value, str):
+        word = str(value).strip().lower()
+        if word in _TRUE | _FALSE:
+            return word in _TRUE
     raise AimdSettingsError(name, value, "true or false")
 
 
 def read_choice(settings: SettingsLike, name: str, default: str, choices: Iterable[str]) -> str:
-    """One of a fixed set of strings."""
+    """One of a fixed set of strings (a string: an object that only compares equal
+    to one is not accepted)."""
     options = tuple(choices)
     value = settings.get(name, default)
-    if value not in options:
+    if not isinstance(value, str) or str(value) not in options:
         raise AimdSettingsError(name, value, "one of " + ", ".join(repr(c) for c in options))
     return str(value)
 
@@ -100,14 +125,21 @@ def read_choice(settings: SettingsLike, name: str, default: str, choices: Iterab
 def read_str_list(
     settings: SettingsLike, name: str, default: Iterable[str] = ()
 ) -> tuple[str, ...]:
-    """A list of strings; a comma-separated string is accepted (as from ``-s``)."""
+    """A list of strings; a comma-separated string is accepted (as from ``-s``).
+
+    A mapping or bytes is not a list of strings; an iterator is read once."""
     value = settings.get(name, None)
     if value is None:
         return tuple(default)
     if isinstance(value, str):
-        return tuple(part.strip() for part in value.split(",") if part.strip())
-    if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
-        return tuple(value)
+        return tuple(part.strip() for part in str(value).split(",") if part.strip())
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray, Mapping)):
+        try:
+            items = tuple(value)
+        except Exception:  # a user object that fails while iterated
+            raise AimdSettingsError(name, value, "a list of strings") from None
+        if all(isinstance(item, str) for item in items):
+            return tuple(str(item) for item in items)
     raise AimdSettingsError(name, value, "a list of strings")
 
 

@@ -20,6 +20,13 @@ cannot serialize (it returns None) stays in memory: it is counted in
 ``unserializable`` and lost if the process dies. A row that ``decode`` cannot
 read is skipped, counted in ``undecodable`` and left on disk.
 
+A failed write or commit (a full disk: SQLite then rolls the transaction back
+on its own) fails the store for good: every later write and commit raises
+:class:`StoreError` without touching the file, so nothing written after the
+failure is durable, not even in autocommit, and the file keeps the last
+commit. ``fail()`` does the same on purpose. A crawl resumed from it after
+space is freed finds every request it had committed.
+
 The file is stamped (SQLite ``application_id``, the format version, and the
 caller's ``stamp``, such as the spider's name). A file of another kind, format
 or stamp, a corrupted one, or one in use by another process raises
@@ -54,6 +61,8 @@ FORMAT: Final = 1
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 #: Seconds to wait for a lock another process holds before giving up.
 _LOCK_TIMEOUT: Final = 1.0
+#: SQLite's result code for "database or disk is full".
+_SQLITE_FULL: Final = 13
 #: SQLite's page cache, in KiB (its default is 2 MiB): pushes 25 % faster.
 _CACHE_KIB: Final = 16 * 1024
 
@@ -118,6 +127,8 @@ class SqliteQueueStore(Generic[T]):
         self._next_arrival = 0
         self._saved_arrival = 0
         self._in_transaction = False
+        #: Why the store stopped writing (see ``fail()``), or None.
+        self.failure: str | None = None
         #: Writes since the last commit.
         self.pending_writes = 0
         #: Items kept in memory because ``encode`` could not serialize them.
@@ -135,11 +146,15 @@ class SqliteQueueStore(Generic[T]):
 
     def _connect(self) -> sqlite3.Connection:
         path = self.path
-        self.created = not path.exists() or path.stat().st_size == 0
-        if not self.created:
-            with path.open("rb") as file:
-                if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
-                    raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
+        try:
+            self.created = not path.exists() or path.stat().st_size == 0
+            if not self.created:
+                with path.open("rb") as file:
+                    magic = file.read(len(_SQLITE_MAGIC))
+        except OSError as exc:
+            raise StoreError(f"{path} cannot be read: {exc}") from exc
+        if not self.created and magic != _SQLITE_MAGIC:
+            raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
         try:
             return sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
         except sqlite3.Error as exc:
@@ -382,6 +397,8 @@ class SqliteQueueStore(Generic[T]):
     # -- transactions ---------------------------------------------------------------------
 
     def commit(self) -> None:
+        """Make every write so far durable; :class:`StoreError` if the store failed."""
+        self._check_usable()
         if not self._in_transaction:
             return
         try:
@@ -390,16 +407,35 @@ class SqliteQueueStore(Generic[T]):
                     "UPDATE meta SET value = ? WHERE name = 'next_arrival'",
                     (str(self._next_arrival),),
                 )
-                self._saved_arrival = self._next_arrival
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot commit: {exc}") from exc
+            raise self._failed("cannot commit", exc) from exc
+        self._saved_arrival = self._next_arrival
         self._in_transaction = False
         self.pending_writes = 0
 
-    def close(self) -> None:
+    def fail(self, reason: str = "stopped") -> None:
+        """Give up the open transaction and refuse every later write and commit:
+        the file keeps what the last commit made durable."""
+        if self.failure is not None:
+            return
+        self.failure = reason
+        self._in_transaction = False
         try:
-            self.commit()
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+        except sqlite3.Error:  # rolled back by SQLite already, or closed
+            logger.debug("ROLLBACK failed in %s", self.path, exc_info=True)
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+    def close(self) -> None:
+        """Commit and close; a failed store only closes (nothing more is written)."""
+        try:
+            if self.failure is None:
+                self.commit()
         finally:
             self._conn.close()
 
@@ -415,17 +451,39 @@ class SqliteQueueStore(Generic[T]):
         return queue
 
     def _write(self, sql: str, parameters: tuple[Any, ...]) -> sqlite3.Cursor:
+        self._check_usable()
         try:
             if not self._in_transaction:
                 self._conn.execute("BEGIN")
                 self._in_transaction = True
+            elif not self._conn.in_transaction:
+                # Rolled back behind our back: a write now would be durable on its own.
+                raise sqlite3.OperationalError("the open transaction was rolled back")
             self.pending_writes += 1
             return self._conn.execute(sql, parameters)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            raise self._failed("cannot write", exc) from exc
 
     def _read(self, sql: str, parameters: tuple[Any, ...]) -> list[Any]:
         try:
             return self._conn.execute(sql, parameters).fetchall()
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: {exc}") from exc
+            # A read can spill the cache to disk and fail as a write does.
+            raise self._failed("cannot read", exc) from exc
+
+    def _failed(self, what: str, exc: sqlite3.Error) -> StoreError:
+        """Fail the store after ``exc``; the error to raise, which says so."""
+        full = getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL
+        if full or "disk is full" in str(exc):  # sqlite_errorcode: Python 3.11+
+            cause = (
+                f"the disk is full ({exc}). Nothing written since the last commit is "
+                f"kept; free some space and resume the crawl with the same JOBDIR"
+            )
+        else:
+            cause = str(exc)
+        self.fail(f"{what}: {cause}")
+        return StoreError(f"{self.path}: {what}: {cause}")
+
+    def _check_usable(self) -> None:
+        if self.failure is not None:
+            raise StoreError(f"{self.path}: nothing more is written after: {self.failure}")

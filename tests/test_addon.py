@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 from scrapy.settings import Settings
 
 from scrapy_aimd.addon import MIDDLEWARE, ROBOTS_MIDDLEWARE, SCRAPY_ROBOTS_MIDDLEWARE, Addon
+from scrapy_aimd.settings import AimdSettingsError
 
 
 def apply(project: dict[str, object], spider: dict[str, object] | None = None) -> Settings:
@@ -79,3 +83,62 @@ def test_the_old_middleware_paths_count_as_listed() -> None:
                 ".robots.", ".robots_middleware."
             )
         )
+
+
+def test_every_aimd_setting_the_code_names_is_known_to_the_typo_check() -> None:
+    from test_docs_settings import settings_in_code
+
+    from scrapy_aimd.addon import REMOVED_SETTINGS, known_settings
+
+    assert settings_in_code() - set(REMOVED_SETTINGS) <= known_settings()
+    assert {"AIMD_REDIS_URL", "AIMD_FLEET_KEY", "AIMD_FLEET_IDLE_CLOSE"} <= known_settings()
+    assert "AIMD_HOST_GIVE_UP" in known_settings()
+
+
+def test_a_misspelled_setting_is_named_with_the_closest_known_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
+        apply({"AIMD_MAX_CONCURENCY": 3, "AIMD_MIN_DELAY": 0.1}, {"AIMD_DELAY_STEP": 0.2})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "AIMD_DELAY_STEP was removed: the gap now closes in logarithmic time "
+        "(halving towards its floor); AIMD_RECOVERY sets how fast",
+        "Unknown setting AIMD_MAX_CONCURENCY is ignored; did you mean AIMD_MAX_CONCURRENCY?",
+    ]
+
+
+def test_download_slots_become_host_overrides_and_the_slots_delay_zero() -> None:
+    settings = apply(
+        {
+            "DOWNLOAD_SLOTS": {"a.example": {"delay": 0.6, "concurrency": 1}, "b": {"delay": 2}},
+            "AIMD_HOSTS": {"b": {"min_delay": 1.0}},
+        }
+    )
+    assert settings.getdict("AIMD_HOSTS") == {
+        "a.example": {"min_delay": 0.6, "max_concurrency": 1},
+        "b": {"min_delay": 1.0},  # the user's own entry wins
+    }
+    assert settings.getdict("DOWNLOAD_SLOTS") == {
+        "a.example": {"delay": 0.0, "concurrency": 1},
+        "b": {"delay": 0.0},
+    }
+
+
+def test_a_users_own_dupefilter_is_kept_and_a_foreign_scheduler_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
+        settings = apply({"DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter"})
+    assert settings["DUPEFILTER_CLASS"] == "scrapy.dupefilters.BaseDupeFilter"
+    (warning,) = (r.getMessage() for r in caplog.records)
+    assert warning.startswith(
+        "scrapy-aimd keeps DUPEFILTER_CLASS=scrapy.dupefilters.BaseDupeFilter"
+    )
+    # Scrapy's own default is replaced without a word.
+    assert apply({"DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter"})[
+        "DUPEFILTER_CLASS"
+    ].endswith("AimdDupeFilter")
+    with pytest.raises(AimdSettingsError, match=r"SCHEDULER='myproject\.Scheduler'"):
+        apply({"SCHEDULER": "myproject.Scheduler"})
+    assert apply({"SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler"})["SCHEDULER"]

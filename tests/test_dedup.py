@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -109,3 +110,26 @@ def test_behaves_like_a_set(keys: list[int]) -> None:
         model.add(key)
         assert len(seen) == len(model)
     assert all(key in seen for key in model)
+
+
+def test_growth_never_stalls_an_add() -> None:
+    """One table of 2.3 M keys took 0.57 s to grow, all in one add: here the
+    growth at about 1,120,000 keys copied every key (0.3 to 0.9 s measured).
+    A segment holds a 1024th of the keys: a growth copies about a thousand."""
+    getrandbits = random.Random(11).getrandbits
+    seen = SeenSet()
+    add = seen.add
+    clock = time.perf_counter
+    worst = 0.0
+    for _ in range(1_150_000):
+        key = getrandbits(64)
+        start = clock()
+        add(key)
+        worst = max(worst, clock() - start)
+    assert len(seen) == 1_150_000
+    assert worst < 0.15  # generous: the shared machine may deschedule us meanwhile
+    assert 8 < seen.nbytes / len(seen) <= 16
+
+
+def test_an_empty_set_is_small() -> None:
+    assert SeenSet().nbytes <= 128 * 1024

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from scrapy_aimd.addon import REMOVED_SETTINGS
 from scrapy_aimd.fingerprint import CANONICAL_SETTINGS
 from scrapy_aimd.settings import CONTROLLER_SETTINGS
 
@@ -40,7 +41,8 @@ def test_the_scan_finds_the_exported_lists() -> None:
 
 
 def test_every_setting_the_code_reads_is_documented() -> None:
-    undocumented = settings_in_code() - set(settings_in_docs())
+    # A removed setting is named only to warn about it (and docs/migrating.rst says so).
+    undocumented = settings_in_code() - set(settings_in_docs()) - set(REMOVED_SETTINGS)
     assert not undocumented, f"add these to docs/settings.rst: {sorted(undocumented)}"
 
 

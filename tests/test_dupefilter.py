@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import subprocess
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -296,3 +299,114 @@ def test_lazy_import_from_the_package() -> None:
     import scrapy_aimd
 
     assert scrapy_aimd.AimdDupeFilter is AimdDupeFilter
+
+
+def test_a_torn_batch_written_again_after_it_is_read_past(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a failed write left before: part of a batch, then the whole batch again.
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    for n in range(3):
+        dupefilter.request_seen(Request(f"http://example.com/{n}"))
+    dupefilter.close("finished")
+    path = seen_file(tmp_path)
+    data = path.read_bytes()
+    last = data[-16:]  # a batch of one key: count, key, CRC
+    path.write_bytes(data[:-16] + last[:7] + last)
+    with caplog.at_level(logging.WARNING):
+        resumed = AimdDupeFilter(str(tmp_path))
+    assert "written again" in caplog.text
+    assert len(resumed) == 3
+
+
+def test_a_header_cut_short_starts_the_file_again(tmp_path: Path) -> None:
+    AimdDupeFilter(str(tmp_path)).close("finished")
+    path = seen_file(tmp_path)
+    path.write_bytes(path.read_bytes()[:10])  # the disk filled as the file was made
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    dupefilter.request_seen(Request("http://example.com/a"))
+    dupefilter.close("finished")
+    assert len(AimdDupeFilter(str(tmp_path))) == 1
+
+
+def test_keys_are_not_written_when_the_frontier_cannot_commit(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def before_flush() -> None:
+        raise RuntimeError("the frontier cannot commit")
+
+    dupefilter = AimdDupeFilter(str(tmp_path))
+    size = seen_file(tmp_path).stat().st_size
+    dupefilter.before_flush = before_flush
+    dupefilter.on_error = errors.append
+    dupefilter.request_seen(Request("http://example.com/a"))
+    dupefilter.flush()  # raises nothing: reported once
+    dupefilter.before_flush = None
+    dupefilter.request_seen(Request("http://example.com/b"))
+    dupefilter.close("finished")
+    assert [str(e) for e in errors] == ["the frontier cannot commit"]
+    assert seen_file(tmp_path).stat().st_size == size  # nothing written after
+    assert dupefilter.request_seen(Request("http://example.com/a"))  # still filtered
+
+
+class _FullAfter:
+    """A file on a disk with ``room`` bytes left: a write takes what fits, then
+    the next one fails with ENOSPC, as write(2) does."""
+
+    def __init__(self, file: Any, room: int) -> None:
+        self.file = file
+        self.room = room
+
+    def write(self, data: bytes | memoryview) -> int:
+        if not self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written: int = self.file.write(bytes(data[: self.room]))
+        self.room -= written
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(room=st.integers(0, 3000), batches=st.lists(st.integers(1, 60), min_size=1, max_size=8))
+def test_a_write_cut_at_any_byte_resumes_with_the_whole_batches(
+    tmp_path_factory: pytest.TempPathFactory, room: int, batches: list[int]
+) -> None:
+    jobdir = tmp_path_factory.mktemp("jobdir")
+    dupefilter = AimdDupeFilter(str(jobdir))
+    errors: list[BaseException] = []
+    dupefilter.on_error = errors.append
+    dupefilter.before_flush = lambda: None
+    dupefilter._file = _FullAfter(dupefilter._file, room)  # type: ignore[assignment]
+    durable = 0
+    number = 0
+    for size in batches:
+        for _ in range(size):
+            dupefilter.request_seen(Request(f"http://example.com/{number}"))
+            number += 1
+        dupefilter.flush()
+        if not errors:
+            durable += size
+    dupefilter._file.room = 10**9  # space freed: still nothing more is written
+    dupefilter.close("finished")
+    assert len(errors) <= 1
+    resumed = AimdDupeFilter(str(jobdir))  # never "checksum mismatch"
+    assert len(resumed) == durable
+
+
+def test_without_on_error_a_failed_write_is_one_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dupefilter = AimdDupeFilter(str(tmp_path))
+
+    def before_flush() -> None:
+        raise RuntimeError("the frontier cannot commit")
+
+    dupefilter.before_flush = before_flush
+    dupefilter.request_seen(Request("http://example.com/a"))
+    with caplog.at_level(logging.ERROR):
+        dupefilter.flush()
+        dupefilter.flush()
+    assert caplog.text.count("Stopping the crawl") == 1
+    assert "the frontier did not commit" in caplog.text

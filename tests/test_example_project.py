@@ -87,7 +87,8 @@ def test_the_output_ends_with_the_per_host_summary(crawl: DemoCrawl) -> None:
     assert "Per-host summary (finished):" in output, output[-5000:]
     tail = output[output.index("Per-host summary (finished):") :]
     header = tail.splitlines()[1].split()
-    assert header[:2] == ["host", "requests"] and header[-3:] == ["gap", "limit", "best"]
+    assert header[:2] == ["host", "requests"] and header[-5:] == ["gap", "s", "limit", "best", "ms"]
+    assert {"429", "503", "cached"} <= set(header)
     rows = [line.split() for line in tail.splitlines()[2:6]]
     assert len(rows) == 4 and all(re.fullmatch(r"127\.0\.0\.\d+:\d+", row[0]) for row in rows)
     # The crawl's last words: where its events are, the command to draw them.

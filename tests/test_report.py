@@ -19,7 +19,6 @@ import pytest
 from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
 from scrapy_aimd.report.__main__ import main
 from scrapy_aimd.report.draw import (
-    RobotsOrigin,
     bin_seconds,
     bounded_by,
     coarsen,
@@ -332,7 +331,28 @@ def test_pauses_become_spans_and_count_their_union() -> None:
     assert spans[0].requested == pytest.approx(10.0)
 
 
-def test_rates_and_latency_are_kept_per_second() -> None:
+def test_counts_become_per_second_after_ten_minutes() -> None:
+    """Memory grows with the crawl's length, not its events: fine counts are coarsened."""
+    events = [
+        {"t": 0.05, "event": "start", "host": "a", "in_flight": 3},
+        {"t": 0.95, "event": "start", "host": "a", "in_flight": 1},
+        {"t": 0.5, "event": "response", "host": "a", "status": 200, "latency": 0.2},
+        {"t": 0.7, "event": "response", "host": "a", "status": 200, "latency": 0.4},
+        {"t": 599.9, "event": "start", "host": "a", "in_flight": 1},
+        {"t": 600.5, "event": "start", "host": "a", "in_flight": 2},
+        {"t": 601.2, "event": "response", "host": "a", "status": 200, "latency": 0.1},
+    ]
+    host = read_crawl(lines(events)).hosts["a"]
+    assert host.tick == 1.0
+    assert host.started == {0: 2, 599: 1, 600: 1}
+    assert host.peak_in_flight == {0: 3, 599: 1, 600: 2}
+    assert host.responses == {0: 2, 601: 1}
+    assert host.latency_sum == {0: pytest.approx(0.6), 601: 0.1}
+    assert host.latency_count == {0: 2, 601: 1}
+    assert read_crawl(lines(events[:4])).hosts["a"].tick == pytest.approx(0.1)
+
+
+def test_rates_and_latency_are_kept_per_tenth_of_a_second() -> None:
     crawl = read_crawl(
         lines(
             [
@@ -346,12 +366,13 @@ def test_rates_and_latency_are_kept_per_second() -> None:
         )
     )
     host = crawl.hosts["a"]
-    assert host.started == {0: 2}
-    assert host.responses == {0: 1, 1: 2}
-    assert host.failures == {1: 1}
-    assert host.peak_in_flight == {0: 2}
-    assert host.latency_sum == {0: 0.3, 1: 0.1}
-    assert host.latency_count == {0: 1, 1: 1}
+    assert host.tick == pytest.approx(0.1)
+    assert host.started == {1: 1, 2: 1}
+    assert host.responses == {5: 1, 15: 1, 17: 1}
+    assert host.failures == {16: 1}
+    assert host.peak_in_flight == {1: 1, 2: 2}
+    assert host.latency_sum == {5: 0.3, 15: 0.1}
+    assert host.latency_count == {5: 1, 15: 1}
     counted = host.counted
     assert (counted.requests, counted.failures, counted.best_latency) == (2, 1, 0.1)
     assert counted.responses == {"2xx": 2, "4xx": 1}
@@ -455,8 +476,8 @@ def test_unknown_events_and_odd_fields_do_not_break_reading() -> None:
     crawl = read_crawl(
         lines(
             [
-                {"t": 1, "event": "robots", "host": "a", "status": 200},
-                {"t": 2, "event": "robots", "host": "a"},
+                {"t": 1, "event": "sitemap", "host": "a", "status": 200},
+                {"t": 2, "event": "sitemap", "host": "a"},
                 {"t": 3, "event": "throttle", "host": "a", "reason": None, "delay": "x"},
                 {"t": 3.5, "event": "throttle", "host": "a", "reason": 429, "limit": True},
                 {"t": 4, "event": "change", "host": "a", "delay": -1, "limit": 1.5},
@@ -468,7 +489,7 @@ def test_unknown_events_and_odd_fields_do_not_break_reading() -> None:
         )
     )
     assert crawl.bad_lines == 0
-    assert crawl.unknown_events == {"robots": 2}
+    assert crawl.unknown_events == {"sitemap": 2}
     a = crawl.hosts["a"]
     assert [(th.reason, th.delay, th.limit) for th in a.throttles] == [
         ("unknown", None, None),
@@ -725,30 +746,14 @@ def test_the_page_grows_with_pixels_not_events(end: float) -> None:
 # -- every limit --------------------------------------------------------------------------
 
 
-def with_new_fields(crawl: Crawl, events: list[dict[str, Any]]) -> Crawl:
-    """What series.py is to keep from the events, set here as the reader will:
-    ``HostSeries.floor`` from ``change`` events' ``crawl_delay``, ``Crawl.robots``
-    from ``robots`` events, ``Crawl.duplicates`` from the close line."""
-    robots: dict[str, RobotsOrigin] = {}
+def older(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same crawl as a file from before Crawl-delay, robots and duplicates events."""
+    out = []
     for event in events:
-        if event["event"] == "change" and "crawl_delay" in event:
-            host = crawl.hosts[event["host"]]
-            floor = getattr(host, "floor", [])
-            floor.append((event["t"], float(event["crawl_delay"])))
-            setattr(host, "floor", floor)  # noqa: B010 - a field series.py does not have yet
-        elif event["event"] == "robots":
-            before = robots.get(event["origin"])
-            robots[event["origin"]] = RobotsOrigin(
-                event["origin"],
-                event["outcome"],
-                event.get("status"),
-                event.get("crawl_delay"),
-                1 + (before.fetches if before else 0),
-            )
-        elif event["event"] == "close" and "duplicates" in event:
-            setattr(crawl, "duplicates", event["duplicates"])  # noqa: B010
-    setattr(crawl, "robots", robots)  # noqa: B010
-    return crawl
+        if event["event"] == "robots":
+            continue
+        out.append({k: v for k, v in event.items() if k not in ("crawl_delay", "duplicates")})
+    return out
 
 
 def with_fine_counts(crawl: Crawl, events: list[dict[str, Any]], tick: float = 0.1) -> Crawl:
@@ -759,7 +764,7 @@ def with_fine_counts(crawl: Crawl, events: list[dict[str, Any]], tick: float = 0
             counts.clear()
         host.peak_in_flight.clear()
         host.latency_sum.clear()
-        setattr(host, "tick", tick)  # noqa: B010 - a field series.py does not have yet
+        host.tick = tick
     for event in events:
         host = crawl.hosts.get(event.get("host", ""))
         if host is None:
@@ -854,7 +859,7 @@ def test_a_short_crawl_gets_bins_short_enough_to_show_something() -> None:
         fine.responses[key] = 9
         fine.peak_in_flight[key] = 4
     fine.first_t, fine.last_t = 0.0, 1.0
-    setattr(fine, "tick", 0.1)  # noqa: B010 - a field series.py does not have yet
+    fine.tick = 0.1
     for series in (host, fine):
         crawl = Crawl(end=17.2, closed=True)
         crawl.hosts[series.host] = series
@@ -870,7 +875,7 @@ def test_a_short_crawl_gets_bins_short_enough_to_show_something() -> None:
 
 
 def test_the_crawl_delay_is_drawn_as_the_gaps_floor(demo_events: list[dict[str, Any]]) -> None:
-    crawl = with_new_fields(read_crawl(lines(demo_events)), demo_events)
+    crawl = read_crawl(lines(demo_events))
     page = render_html(crawl)
     polite = section(page, "polite.example")
     assert '<g class="floor"><title>robots.txt Crawl-delay: the gap never goes below 2s' in polite
@@ -878,7 +883,7 @@ def test_the_crawl_delay_is_drawn_as_the_gaps_floor(demo_events: list[dict[str, 
     assert "Crawl-delay floor 2s" in polite  # in the hover values
     assert "gap floor: robots.txt Crawl-delay" in page[: page.index("</section>")]  # legend
     assert '<g class="floor">' not in section(page, "fast.example")
-    without = render_html(read_crawl(lines(demo_events)))
+    without = render_html(read_crawl(lines(older(demo_events))))
     assert '<g class="floor">' not in without
     assert "gap floor" not in without
 
@@ -967,9 +972,9 @@ def test_robots_outcomes_and_duplicates_are_listed_when_known() -> None:
         {"t": 10.0, "event": "close", "hosts": {},
          "duplicates": {"total": 40, "tracking": 25, "fragment": 10, "same": 5}},
     ]  # fmt: skip
-    plain = render_html(read_crawl(lines(events)))
+    plain = render_html(read_crawl(lines(older(events))))
     assert 'id="limits"' not in plain
-    page = render_html(with_new_fields(read_crawl(lines(events)), events))
+    page = render_html(read_crawl(lines(events)))
     limits = page[page.index('<section id="limits">') :]
     limits = limits[: limits.index("</section>")]
     rows = re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', limits)
@@ -989,7 +994,7 @@ def test_robots_outcomes_and_duplicates_are_listed_when_known() -> None:
 
 
 def test_each_host_says_what_bounded_it(demo_events: list[dict[str, Any]]) -> None:
-    crawl = with_new_fields(read_crawl(lines(demo_events)), demo_events)
+    crawl = read_crawl(lines(demo_events))
     page = render_html(crawl)
     expected = {
         "ratelimited.example:8443": "rate limit",
@@ -1008,13 +1013,9 @@ def test_each_host_says_what_bounded_it(demo_events: list[dict[str, Any]]) -> No
         assert f"<strong>{label}.</strong> " in section(page, name), name
 
 
-@pytest.mark.xfail(
-    strict=True, reason="series.py does not keep crawl_delay, robots or duplicates yet"
-)
 def test_the_reader_keeps_the_crawl_delay_robots_and_duplicates(
     demo_events: list[dict[str, Any]],
 ) -> None:
-    """When series.py keeps the new fields itself, remove this marker and with_new_fields."""
     events = [
         *demo_events[:-1],
         {"t": 1.0, "event": "robots", "host": "polite.example", "origin": "http://polite.example",
@@ -1022,7 +1023,7 @@ def test_the_reader_keeps_the_crawl_delay_robots_and_duplicates(
         {**demo_events[-1], "duplicates": {"total": 3}},
     ]  # fmt: skip
     crawl = read_crawl(lines(events))
-    assert getattr(crawl.hosts["polite.example"], "floor", None)
+    assert crawl.hosts["polite.example"].floor
     assert [r.origin for r in robots_origins(crawl)] == ["http://polite.example"]
     assert duplicates(crawl) == {"total": 3}
 

@@ -26,7 +26,6 @@ from test_report import (
     many_hosts,
     synthetic_events,
     with_fine_counts,
-    with_new_fields,
 )
 
 from scrapy_aimd.report import order_hosts, read_crawl, render_html
@@ -434,7 +433,7 @@ def test_screenshot_of_a_wide_window_and_a_short_crawl(browser: Browser, tmp_pat
     """Pictures for people to look at: the demo at 1400 pixels, and a 3-second crawl."""
     shots = {}
     events = synthetic_events(DEMO_HOSTS)
-    crawl = with_new_fields(read_crawl(lines(events)), events)
+    crawl = read_crawl(lines(events))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
     shots["wide"] = tmp_path / "wide.png"
     browser.screenshot(shots["wide"], 1400)

@@ -135,3 +135,57 @@ def test_a_crawl_delay_is_a_change_event(tmp_path: Path) -> None:
     change = next(e for e in events if e["event"] == "change")
     assert (change["crawl_delay"], change["delay"], change["limit"]) == (0.5, 0.51, 1)
     assert read_events(host.events_path).hosts[HOST].gap == [(0.0, 0.51)]
+
+
+def test_the_close_line_carries_the_duplicates_and_robots_outcomes_are_read(
+    tmp_path: Path,
+) -> None:
+    host = Host(tmp_path)
+    host.crawler.stats.set_value("dupefilter/filtered", 7)  # type: ignore[union-attr]
+    host.reporter.robots(
+        HOST, host.now, origin="http://a.test", status=200, outcome="rules", crawl_delay=0.5
+    )
+    host.answer(200)
+    events = host.close()
+    assert events[-1]["duplicates"] == {"total": 7}
+    crawl = read_events(host.events_path)
+    assert crawl.duplicates == {"total": 7}
+    (robots,) = crawl.robots.values()
+    assert (robots.origin, robots.outcome, robots.status, robots.crawl_delay) == (
+        "http://a.test",
+        "rules",
+        200,
+        0.5,
+    )
+
+
+@pytest.mark.parametrize("template", ["%(nope)s.jsonl", "events%.jsonl", 3])
+def test_an_events_file_name_that_cannot_be_filled_is_named_at_startup(
+    tmp_path: Path, template: object
+) -> None:
+    from scrapy_aimd.settings import AimdSettingsError
+
+    with pytest.raises(AimdSettingsError, match="AIMD_EVENTS_FILE"):
+        Reporter(get_crawler(), events_file=template)  # type: ignore[arg-type]
+
+
+def test_the_summary_shows_the_troubled_hosts_first_and_counts_the_rest() -> None:
+    from scrapy_aimd.host_totals import HostTotals
+    from scrapy_aimd.summary import format_summary
+
+    rows = []
+    for i in range(30):
+        totals = HostTotals(requests=100 - i)
+        rows.append((f"h{i:02}", totals))
+    troubled = HostTotals(requests=3)
+    for record in ({"event": "response", "t": 1.0, "status": 429}, {"event": "throttle", "t": 1.0}):
+        troubled.add(record)
+    rows.append(("zz-troubled", troubled))
+    lines = format_summary(rows, max_rows=5).splitlines()
+    assert " ".join(lines[0].split()[:10]) == "host requests 2xx 3xx 4xx 429 5xx 503 cached errors"
+    assert lines[1].split()[0] == "zz-troubled"
+    assert lines[1].split()[5] == "1" and lines[1].split()[4] == "0"
+    assert [line.split()[0] for line in lines[2:6]] == ["h00", "h01", "h02", "h03"]
+    assert (
+        lines[6] == "... and 26 more hosts (2171 requests, 0 of them troubled); AIMD_SUMMARY_ROWS=5"
+    )

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import fractions
 import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.settings import (
@@ -17,6 +22,11 @@ from scrapy_aimd.settings import (
     AimdSettingsError,
     HostConfigs,
     controller_configs,
+    read_bool,
+    read_choice,
+    read_float,
+    read_int,
+    read_str_list,
 )
 
 
@@ -285,3 +295,148 @@ def test_scrapy_settings_work_too() -> None:
 def test_a_positive_field_says_above_zero(value: object) -> None:
     with pytest.raises(AimdSettingsError, match=r"AIMD_MARGIN=.*expected a finite number > 0"):
         controller_configs({"AIMD_MARGIN": value})
+
+
+# -- the generic readers: nothing but a valid value or AimdSettingsError -------------
+
+
+class _Hostile:
+    """A setting value whose every conversion fails."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __float__(self) -> float:
+        raise ArithmeticError("no float")
+
+    def __int__(self) -> int:
+        raise ArithmeticError("no int")
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("no iteration")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparison")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _int(settings: dict[str, Any], name: str) -> object:
+    return read_int(settings, name, 0, minimum=-5)
+
+
+def _float(settings: dict[str, Any], name: str) -> object:
+    return read_float(settings, name, 0.0, minimum=None)
+
+
+def _bool(settings: dict[str, Any], name: str) -> object:
+    return read_bool(settings, name, False)
+
+
+def _choice(settings: dict[str, Any], name: str) -> object:
+    return read_choice(settings, name, "keep", ("keep", "drop"))
+
+
+def _str_list(settings: dict[str, Any], name: str) -> object:
+    return read_str_list(settings, name)
+
+
+@pytest.mark.parametrize(
+    ("reader", "value"),
+    [
+        (_int, math.inf),  # OverflowError from int()
+        (_int, -math.inf),
+        (_int, math.nan),
+        (_int, 10**400),  # a whole number no setting can hold
+        (_int, 10**5000),  # its repr raises ValueError
+        (_int, "9" * 5000),
+        (_int, decimal.Decimal("Infinity")),
+        (_int, _Hostile()),
+        (_float, 10**400),  # OverflowError from float()
+        (_float, "1e400"),
+        (_float, decimal.Decimal("sNaN")),
+        (_float, fractions.Fraction(10**400, 3)),
+        (_float, _Hostile()),
+        (_float, 1j),
+        (_bool, _Hostile()),
+        (_choice, _Hostile()),
+        (_choice, ["drop"]),
+        (_str_list, _Hostile()),
+        (_str_list, {"a": 1}),  # a mapping is not a list
+        (_str_list, b"a,b"),
+        (_str_list, [1, 2]),
+    ],
+    ids=lambda v: getattr(v, "__name__", type(v).__name__),
+)
+def test_odd_values_raise_a_settings_error_naming_the_setting(
+    reader: Callable[[dict[str, Any], str], object], value: object
+) -> None:
+    with pytest.raises(AimdSettingsError, match="AIMD_ODD") as info:
+        reader({"AIMD_ODD": value}, "AIMD_ODD")
+    assert info.value.name == "AIMD_ODD"
+    assert info.value.value is value
+
+
+def test_an_iterator_is_read_once() -> None:
+    assert _str_list({"AIMD_ODD": iter(["a", "b"])}, "AIMD_ODD") == ("a", "b")
+
+
+_ODD_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**300, max_value=10**5000)
+    | st.floats()
+    | st.decimals()
+    | st.fractions()
+    | st.complex_numbers()
+    | st.text(max_size=20)
+    | st.sampled_from(["inf", "-inf", "nan", "1e400", "-1e400", "9" * 5000, " 3 ", "1_0"])
+    | st.binary(max_size=10)
+    | st.builds(_Hostile),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text(max_size=3), children, max_size=3)
+        | st.tuples(children)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    reader=st.sampled_from([_int, _float, _bool, _choice, _str_list]),
+    value=_ODD_VALUES,
+)
+def test_any_value_gives_a_valid_value_or_a_settings_error(
+    reader: Callable[[dict[str, Any], str], object], value: object
+) -> None:
+    try:
+        result = reader({"AIMD_ODD": value}, "AIMD_ODD")
+    except AimdSettingsError as exc:
+        error: AimdSettingsError | None = exc
+    else:
+        error = None
+    if error is not None:
+        assert error.name == "AIMD_ODD"
+        assert "AIMD_ODD" in str(error)
+        return
+    if reader is _int:
+        assert type(result) is int and -5 <= result <= 2**63 - 1
+    elif reader is _float:
+        assert type(result) is float and math.isfinite(result)
+    elif reader is _bool:
+        assert type(result) is bool
+    elif reader is _choice:
+        assert type(result) is str and result in ("keep", "drop")
+    else:
+        assert type(result) is tuple and all(type(item) is str for item in result)
+
+
+@pytest.mark.parametrize("name", ["AIMD_THROTTLE_CODES", "AIMD_HOSTS"])
+def test_a_value_whose_repr_fails_still_names_the_setting(name: str) -> None:
+    huge = 10**5000  # repr() raises ValueError past Python's digit limit
+    with pytest.raises(
+        AimdSettingsError, match=f"Invalid setting {name}=<a int that cannot be shown>"
+    ):
+        controller_configs({name: huge})

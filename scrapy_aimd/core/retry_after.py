@@ -5,73 +5,113 @@ of RFC 9110, section 5.6.7. A server that sends it is telling the crawler
 exactly when to come back, so the parser reads every form a server may send and
 never raises: a value it cannot read is ``None`` and the controller falls back to
 its own back-off.
+
+Dates are read by :func:`email.utils.parsedate_to_datetime`, which knows the
+three forms; what RFC 9110 adds is checked here: the zone is GMT, a two-digit
+year is read relative to now, a four-digit one as written.
 """
 
 from __future__ import annotations
 
-import calendar
-import re
+import datetime
+import email.utils
+import sys
 import time
+from collections.abc import Iterable
 
-__all__ = ["parse_retry_after"]
+__all__ = ["longest_retry_after", "parse_retry_after"]
 
-_DELTA = re.compile(r"\d+(?:\.\d+)?")
-
-_MONTHS = {
-    name: number
-    for number, name in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
-    )
-}
-_DAY = r"(?:mon|tue|wed|thu|fri|sat|sun)"
-_LONG_DAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_MONTH = r"(?P<month>[a-z]{3})"
-_TIME = r"(?P<hour>\d\d):(?P<minute>\d\d):(?P<second>\d\d)"
-
-# Sun, 06 Nov 1994 08:49:37 GMT
-_IMF_FIXDATE = re.compile(rf"{_DAY}, (?P<day>\d\d) {_MONTH} (?P<year>\d{{4}}) {_TIME} gmt")
-# Sunday, 06-Nov-94 08:49:37 GMT
-_RFC850 = re.compile(rf"{_LONG_DAY}, (?P<day>\d\d)-{_MONTH}-(?P<year>\d\d) {_TIME} gmt")
-# Sun Nov  6 08:49:37 1994 (one space before the day is tolerated too)
-_ASCTIME = re.compile(rf"{_DAY} {_MONTH} +(?P<day>\d{{1,2}}) {_TIME} (?P<year>\d{{4}})")
+#: What a value too large for a float becomes: finite, so the controller caps it.
+LARGEST: float = sys.float_info.max
 
 
 def parse_retry_after(value: str | bytes | None, now: float) -> float | None:
     """Seconds to wait from ``now`` (a POSIX timestamp), or ``None`` if unreadable.
 
     A date in the past gives 0. Negative numbers, garbage and empty values give
-    ``None``. Absurdly large values are returned as they are: capping them is a
-    policy decision that belongs to the controller.
+    ``None``. Absurdly large values are returned as they are, and one too large
+    for a float (400 digits) as the largest finite float: capping them is a
+    policy decision that belongs to the controller, which ignores infinities.
     """
     if value is None:
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
-    text = text.strip().lower()
+    text = text.strip()
     if not text:
         return None
-    if _DELTA.fullmatch(text):
-        return float(text)
+    if _is_delta(text):
+        return min(float(text), LARGEST)
     date = _parse_http_date(text, now)
     if date is None:
         return None
     return max(0.0, date - now)
 
 
+def longest_retry_after(values: Iterable[str | bytes], now: float) -> float | None:
+    """The longest wait that several ``Retry-After`` headers ask for (the
+    readable ones), or ``None`` if none is readable: of two headers, taking the
+    shorter would come back before the server said to."""
+    waits = [w for w in (parse_retry_after(v, now) for v in values) if w is not None]
+    return max(waits) if waits else None
+
+
+def _is_delta(text: str) -> bool:
+    """Digits, optionally with a fraction ("1.5", as some servers send)."""
+    whole, dot, fraction = text.partition(".")
+    return _digits(whole) and (not dot or _digits(fraction))
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def _parse_http_date(text: str, now: float) -> float | None:
     """The POSIX timestamp of an HTTP-date in any of its three forms."""
-    match = _IMF_FIXDATE.fullmatch(text) or _ASCTIME.fullmatch(text)
-    if match is not None:
-        year = int(match["year"])
-    else:
-        match = _RFC850.fullmatch(text)
-        if match is None:
+    leap = False
+    try:
+        parsed = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        # A leap second (second 60, which RFC 9110 allows) is one second after :59.
+        if ":60" not in text:
             return None
-        year = _full_year(int(match["year"]), now)
-    month = _MONTHS.get(match["month"])
-    day, hour, minute, second = (int(match[k]) for k in ("day", "hour", "minute", "second"))
-    if month is None or not _valid(year, month, day, hour, minute, second):
+        try:
+            parsed = email.utils.parsedate_to_datetime(text.replace(":60", ":59", 1))
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        leap = True
+    if parsed.tzinfo is not None and parsed.utcoffset() != datetime.timedelta(0):
+        return None  # HTTP dates are always GMT
+    year = _year(text, parsed.year, now)
+    if year is None:
         return None
-    return float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    try:
+        parsed = parsed.replace(year=year, tzinfo=datetime.timezone.utc)
+    except ValueError:  # year 0, or 29 February of a year without one
+        return None
+    return parsed.timestamp() + leap
+
+
+def _year(text: str, parsed_year: int, now: float) -> int | None:
+    """The year as written: email.utils reads any year below 100 as two digits
+    (0000 as 2000) and pivots two-digit years at 1969, where RFC 9110 reads
+    four digits as they are and two digits relative to now."""
+    tokens: list[str] = []
+    for token in text.replace(",", " ").split():
+        # "06-Nov-94" (RFC 850) holds the year; "-0000" is a zone.
+        tokens.extend(token.split("-") if token[0] not in "+-" else [token])
+    numbers = [token for token in tokens if _digits(token)]
+    if not numbers:
+        return None
+    written = numbers[-1]  # the day comes before the year in every form
+    value = int(written)
+    as_read = value if value >= 100 else value + (1900 if value > 68 else 2000)
+    if as_read != parsed_year:
+        return None  # not the token email.utils read as the year
+    if len(written) == 4:
+        return value
+    if len(written) == 2:
+        return _full_year(value, now)
+    return None
 
 
 def _full_year(two_digits: int, now: float) -> int:
@@ -81,12 +121,3 @@ def _full_year(two_digits: int, now: float) -> int:
     if year > current + 50:
         year -= 100
     return year
-
-
-def _valid(year: int, month: int, day: int, hour: int, minute: int, second: int) -> bool:
-    if year < 1:
-        return False
-    if not 1 <= day <= calendar.monthrange(year, month)[1]:
-        return False
-    # Second 60 is a leap second, which RFC 9110 allows.
-    return hour <= 23 and minute <= 59 and second <= 60

@@ -316,9 +316,9 @@ def merge_pauses(pauses: Iterable[Pause], end: float, join: float = 0.0) -> list
     return spans
 
 
-# -- fields newer readers of the events fill in -------------------------------------------
+# -- the limits beyond the gap: Crawl-delay, robots.txt outcomes -------------------------
 #
-# A Crawl without them (an older file, or an older reader) draws as before.
+# A file from before these events gives none, and draws as before.
 
 
 @dataclass(frozen=True)
@@ -338,10 +338,7 @@ def host_floor(host: HostSeries) -> list[tuple[float, float]]:
     From the ``crawl_delay`` field of ``change`` events (seconds), kept by the reader
     as ``HostSeries.floor``; empty when the file has none.
     """
-    points = getattr(host, "floor", None)
-    if not isinstance(points, list):
-        return []
-    return [(float(t), float(v)) for t, v in points]
+    return list(host.floor)
 
 
 def gap_floor(
@@ -364,9 +361,8 @@ def gap_floor(
 
 
 def host_tick(host: HostSeries) -> float:
-    """Seconds per key of the host's per-bucket counts: ``HostSeries.tick``, else 1."""
-    tick = getattr(host, "tick", 1.0)
-    return float(tick) if isinstance(tick, (int, float)) and tick > 0 else 1.0
+    """Seconds per key of the host's per-bucket counts: ``HostSeries.tick``."""
+    return host.tick if host.tick > 0 else 1.0
 
 
 # -- what bounded a host ----------------------------------------------------------------

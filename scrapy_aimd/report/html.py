@@ -135,28 +135,19 @@ def _end(crawl: Crawl) -> float:
     return max(crawl.end, floor)
 
 
-# -- what the events give beyond series.py's fields ---------------------------------------
+# -- what the events give beyond the counts -----------------------------------------------
 #
-# These read fields that newer readers of the events file fill in; a Crawl without
-# them (an older file, or an older reader) draws as before.
+# A file from before these events gives empty ones, and draws as before.
 
 
 def robots_origins(crawl: Crawl) -> list[RobotsOrigin]:
     """``Crawl.robots`` (origin to :class:`RobotsOrigin`), from ``robots`` events."""
-    robots = getattr(crawl, "robots", None)
-    if not isinstance(robots, dict):
-        return []
-    return sorted(
-        (r for r in robots.values() if isinstance(r, RobotsOrigin)), key=lambda r: r.origin
-    )
+    return sorted(crawl.robots.values(), key=lambda r: r.origin)
 
 
 def duplicates(crawl: Crawl) -> Mapping[str, int]:
     """``Crawl.duplicates``: requests dropped as already seen, ``total`` and by kind."""
-    dupes = getattr(crawl, "duplicates", None)
-    if not isinstance(dupes, dict):
-        return {}
-    return {str(k): v for k, v in dupes.items() if isinstance(v, int) and v >= 0}
+    return dict(crawl.duplicates)
 
 
 def host_bound(crawl: Crawl, name: str) -> Bound:

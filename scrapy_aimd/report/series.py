@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from scrapy_aimd.events import HOST_EVENTS
 from scrapy_aimd.host_totals import HostTotals, as_integer, as_number, pause_until
+from scrapy_aimd.report.draw import RobotsOrigin, coarsen
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -33,6 +34,11 @@ __all__ = [
 ]
 
 KNOWN_EVENTS = HOST_EVENTS | {"open", "close"}
+#: Counts are kept per tenth of a second for the first FINE_SECONDS of a host's
+#: crawl (a short crawl then shows something), per second after that.
+FINE_TICK = 0.1
+FINE_SECONDS = 600.0
+ROBOTS_OUTCOMES = frozenset({"rules", "allow_all", "unreachable"})
 #: How many numbers of unreadable lines are kept for the report to quote.
 KEEP_BAD_LINE_NUMBERS = 5
 
@@ -61,15 +67,18 @@ class Pause:
 class HostSeries:
     """Everything the report draws for one host.
 
-    ``limit`` and ``gap`` are step series: each point is the value from its time
-    on, recorded only when the value changes. Counts of starts, responses and
-    failures are kept per whole second, so that memory does not grow with the
-    number of events but with the length of the crawl.
+    ``limit``, ``gap`` and ``floor`` (the robots.txt Crawl-delay under the gap)
+    are step series: each point is the value from its time on, recorded only when
+    the value changes. Counts of starts, responses and failures are kept per
+    ``tick`` seconds (the key is the time divided by the tick): a tenth of a second
+    for the first ten minutes, then whole seconds, so that memory does not grow
+    with the number of events but with the length of the crawl.
     """
 
     host: str
     limit: list[tuple[float, int]] = field(default_factory=list)
     gap: list[tuple[float, float]] = field(default_factory=list)
+    floor: list[tuple[float, float]] = field(default_factory=list)
     throttles: list[Throttle] = field(default_factory=list)
     pauses: list[Pause] = field(default_factory=list)
     started: Counter[int] = field(default_factory=Counter)
@@ -81,6 +90,30 @@ class HostSeries:
     first_t: float = math.inf
     last_t: float = -math.inf
     counted: HostTotals = field(default_factory=HostTotals)
+    #: Seconds per key of the counts (HostSeries built by hand count per second).
+    tick: float = 1.0
+
+    def bucket(self, t: float) -> int:
+        """The key of the counts for time ``t``; coarsens fine counts past FINE_SECONDS."""
+        if self.tick < 1.0 and t >= FINE_SECONDS:
+            self.coarsen(round(1.0 / self.tick))
+        return int(t / self.tick + 1e-9)
+
+    def coarsen(self, factor: int) -> None:
+        """Keep the counts per ``factor`` ticks from now on."""
+        for counts in (self.started, self.responses, self.failures, self.latency_count):
+            merged = coarsen(counts, factor)
+            counts.clear()
+            counts.update({k: int(v) for k, v in merged.items()})
+        self.latency_sum = coarsen(self.latency_sum, factor)
+        self.peak_in_flight = {
+            k: int(v) for k, v in coarsen(self.peak_in_flight, factor, max).items()
+        }
+        self.tick *= factor
+
+    def set_floor(self, t: float, value: float) -> None:
+        if not self.floor or self.floor[-1][1] != value:
+            self.floor.append((t, value))
 
     def set_limit(self, t: float, value: int) -> None:
         if not self.limit or self.limit[-1][1] != value:
@@ -120,11 +153,15 @@ class Crawl:
     bad_line_numbers: list[int] = field(default_factory=list)
     last_line_partial: bool = False
     unknown_events: Counter[str] = field(default_factory=Counter)
+    #: What each origin's robots.txt came to, from ``robots`` events (the last one).
+    robots: dict[str, RobotsOrigin] = field(default_factory=dict)
+    #: Requests dropped as already seen: ``total``, and by kind where known.
+    duplicates: dict[str, int] = field(default_factory=dict)
 
     def host(self, name: str) -> HostSeries:
         series = self.hosts.get(name)
         if series is None:
-            series = self.hosts[name] = HostSeries(name)
+            series = self.hosts[name] = HostSeries(name, tick=FINE_TICK)
         return series
 
 
@@ -202,6 +239,11 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
         return True
     if event == "close":
         crawl.end = max(crawl.end, t)
+        dupes = record.get("duplicates")
+        if isinstance(dupes, dict):
+            crawl.duplicates = {
+                str(k): n for k, v in dupes.items() if (n := as_integer(v)) is not None and n >= 0
+            }
         return True
     name = record.get("host")
     if not isinstance(name, str) or not name:
@@ -214,7 +256,7 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
     host.last_t = max(host.last_t, t)
     if event != "pause":  # add_pause counts it
         host.counted.add(record)
-    second = int(t)
+    second = host.bucket(t)
     if event == "start":
         host.started[second] += 1
         in_flight = as_integer(record.get("in_flight"))
@@ -253,7 +295,28 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
                 break
     elif event == "change":
         _set_state(host, t, as_number(record.get("delay")), as_integer(record.get("limit")))
+        crawl_delay = as_number(record.get("crawl_delay"))
+        if crawl_delay is not None and crawl_delay >= 0:
+            host.set_floor(t, crawl_delay)
+    elif event == "robots":
+        _robots(crawl, record)
     return True
+
+
+def _robots(crawl: Crawl, record: dict[str, Any]) -> None:
+    """An origin's robots.txt outcome; the latest counts, the fetches add up."""
+    origin, outcome = record.get("origin"), record.get("outcome")
+    if not isinstance(origin, str) or outcome not in ROBOTS_OUTCOMES:
+        return
+    crawl_delay = as_number(record.get("crawl_delay"))
+    before = crawl.robots.get(origin)
+    crawl.robots[origin] = RobotsOrigin(
+        origin,
+        str(outcome),
+        as_integer(record.get("status")),
+        crawl_delay if crawl_delay is not None and crawl_delay >= 0 else None,
+        1 + (before.fetches if before else 0),
+    )
 
 
 def _set_state(host: HostSeries, t: float, delay: float | None, limit: int | None) -> None:

@@ -1,0 +1,351 @@
+"""Crawl seven hosts of a real nginx, each rate-limited its own way, with stock Scrapy,
+Scrapy + AutoThrottle and scrapy-aimd, and judge them by nginx's access log.
+
+The server is not ours: Debian's stock nginx (``/usr/sbin/nginx``, or ``$NGINX``) with
+``limit_req``, ``limit_conn``, ``limit_rate`` and a robots.txt ``Crawl-delay``, serving
+sections of Python's HTML documentation (Debian's ``python3-doc``). Every crawler gets
+a fresh nginx and a fresh process (``benchmarks/farm_crawl.py``, the farm benchmark's
+runner, with the farm benchmark's crawlers and shared settings), and every figure is
+read from what nginx logged:
+
+    PYTHONPATH=. python benchmarks/bench_nginx.py [--only aimd ...] [--cap SECONDS]
+        [--deadline SECONDS] [--json OUT.json] [--keep DIR]
+
+Per host and in total: pages fetched of those reachable, requests, 429+503 (share of
+requests), Crawl-delay violations (arrivals closer than the delay), the most requests
+nginx served at once, the host's time from the crawl's first request to its last
+response, and its possible time (what its configured limits allow, see
+``nginx.hosts.NginxHost.possible_seconds``) over that. A crawl is capped at ``--cap``
+seconds (``CLOSESPIDER_TIMEOUT``, then killed 30 s later); the whole run at
+``--deadline`` seconds, shared among the crawls still to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench_farm import CONTENDERS, CRAWL_SCRIPT, Contender, crawl_settings, machine
+from nginx.accesslog import HostFigures, host_figures, read_log
+from nginx.hosts import HOSTS, NginxHost
+from nginx.server import find_nginx, run_nginx
+from nginx.site import DOCS, Site, build_site
+
+BENCHMARKS = Path(__file__).resolve().parent
+ROOT = BENCHMARKS.parent
+
+DEFAULT_CAP = 90.0
+DEFAULT_DEADLINE = 330.0
+#: Seconds a crawl gets past its cap to close before its process is killed.
+KILL_GRACE = 30.0
+#: The least cap worth starting a crawl with when the deadline is near.
+MIN_CAP = 10.0
+
+
+@dataclass
+class NginxRun:
+    """One crawl of a fresh nginx, as nginx saw it."""
+
+    contender: str
+    wall_seconds: float
+    """From the spider's opening to its closing (to the kill when killed)."""
+    capped: bool
+    finish_reason: str
+    cap_seconds: float
+    possible_seconds: float
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per host: HostFigures, plus ``possible_seconds``, ``actual_seconds`` (last
+    response, from the crawl's first request at any host) and ``ratio``."""
+
+    def total(self, key: str) -> int:
+        return sum(int(host[key]) for host in self.hosts.values())
+
+    @property
+    def requests(self) -> int:
+        return self.total("requests")
+
+    @property
+    def throttled(self) -> int:
+        return self.total("throttled")
+
+    @property
+    def efficiency(self) -> float:
+        return self.possible_seconds / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        totals = {
+            key: self.total(key)
+            for key in (
+                "requests",
+                "throttled",
+                "pages_fetched",
+                "pages_total",
+                "duplicate_fetches",
+                "disallowed_fetched",
+                "crawl_delay_violations",
+            )
+        }
+        return {**dataclasses.asdict(self), **totals, "efficiency": self.efficiency}
+
+
+def build_sites(base: Path, docs: Path = DOCS) -> dict[str, Site]:
+    return {
+        host.name: build_site(
+            base / host.name,
+            list(host.sections),
+            robots_txt=host.robots_txt(),
+            disallowed=host.disallow,
+            docs=docs,
+        )
+        for host in HOSTS
+    }
+
+
+def launch(config: Path, timeout: float) -> bool:
+    """Run farm_crawl.py on ``config``; True if it had to be killed at ``timeout``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCHMARKS)])}
+    command = [sys.executable, str(CRAWL_SCRIPT), str(config)]
+    try:
+        done = subprocess.run(command, env=env, timeout=timeout, capture_output=True)
+    except subprocess.TimeoutExpired:
+        return True
+    if done.returncode != 0:
+        error = done.stderr.decode(errors="replace")[-3000:]
+        raise RuntimeError(f"crawl {config} failed ({done.returncode}):\n{error}")
+    return False
+
+
+def run_one(
+    contender: Contender, sites: dict[str, Site], cap: float, out: Path, nginx: str
+) -> NginxRun:
+    """A fresh nginx, one crawl of all its hosts in a fresh process, then nginx's log."""
+    out.mkdir(parents=True, exist_ok=True)
+    roots = {name: site.root for name, site in sites.items()}
+    with run_nginx(out / "nginx", HOSTS, roots, nginx) as listening:
+        config = out / "config.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "start_urls": [item.url + "/" for item in listening],
+                    "settings": crawl_settings(contender, cap, out),
+                    "out": str(out),
+                }
+            )
+        )
+        launched = time.time()
+        killed = launch(config, cap + KILL_GRACE)
+        ended = time.time()
+    entries = read_log(out / "nginx" / "access.log")
+    by_port = {item.port: item.host for item in listening}
+    crawl_path = out / "crawl.json"
+    crawl = json.loads(crawl_path.read_text()) if crawl_path.exists() else {}
+    opened = float(crawl.get("opened", launched))
+    closed = ended if killed else float(crawl.get("closed", ended))
+    reason = "killed" if killed else str(crawl.get("reason", "unknown"))
+    origin = min((e.arrived for e in entries), default=opened)
+    hosts: dict[str, dict[str, Any]] = {}
+    for host in HOSTS:
+        mine = [e for e in entries if by_port.get(e.port) is host]
+        figures = host_figures(mine, sites[host.name], host.crawl_delay)
+        hosts[host.name] = judged(figures, host, sites[host.name], origin)
+    return NginxRun(
+        contender=contender.name,
+        wall_seconds=closed - opened,
+        capped=killed or reason == "closespider_timeout",
+        finish_reason=reason,
+        cap_seconds=cap,
+        possible_seconds=possible_seconds(sites),
+        hosts=hosts,
+    )
+
+
+def judged(figures: HostFigures, host: NginxHost, site: Site, origin: float) -> dict[str, Any]:
+    possible = host.possible_seconds(site)
+    actual = None if figures.last_end is None else figures.last_end - origin
+    return {
+        **figures.to_dict(),
+        "possible_seconds": possible,
+        "actual_seconds": actual,
+        "ratio": possible / actual if actual and possible > 0 else None,
+    }
+
+
+def possible_seconds(sites: dict[str, Site]) -> float:
+    """The whole crawl's: the hosts are independent, so the slowest host's."""
+    return max(host.possible_seconds(sites[host.name]) for host in HOSTS)
+
+
+# -- tables ---------------------------------------------------------------------------
+
+
+def share(count: int, total: int) -> str:
+    return f"{count:,} ({100 * count / total:.1f} %)" if total else f"{count:,}"
+
+
+def efficiency(run: NginxRun) -> str:
+    """The figure, and how many pages it did not fetch: a crawl that gave up on pages
+    can look faster than possible."""
+    missing = run.total("pages_total") - run.total("pages_fetched")
+    return f"{run.efficiency:.2f}" + (f" ({missing:,} pages missing)" if missing else "")
+
+
+def format_totals(runs: list[NginxRun]) -> str:
+    def wall(run: NginxRun) -> str:
+        capped = f" ({run.finish_reason} at {run.cap_seconds:.0f})" if run.capped else ""
+        return f"{run.wall_seconds:.1f}{capped}"
+
+    lines: list[tuple[str, list[str]]] = [
+        ("wall time (s)", [wall(r) for r in runs]),
+        (
+            "pages fetched of reachable",
+            [f"{r.total('pages_fetched'):,} of {r.total('pages_total'):,}" for r in runs],
+        ),
+        ("requests", [f"{r.requests:,}" for r in runs]),
+        ("429+503", [share(r.throttled, r.requests) for r in runs]),
+        ("duplicate fetches", [f"{r.total('duplicate_fetches'):,}" for r in runs]),
+        ("robots.txt-disallowed fetched", [f"{r.total('disallowed_fetched'):,}" for r in runs]),
+        ("Crawl-delay violations", [f"{r.total('crawl_delay_violations'):,}" for r in runs]),
+        (
+            f"efficiency ({runs[0].possible_seconds:.1f} s possible / wall)",
+            [efficiency(r) for r in runs],
+        ),
+    ]
+    header = ["", *(CONTENDERS[r.contender].label for r in runs)]
+    out = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * len(runs)]
+    out += ["| " + " | ".join([label, *cells]) + " |" for label, cells in lines]
+    return "\n".join(out)
+
+
+def host_cell(host: dict[str, Any]) -> str:
+    """Pages of reachable, requests, 429+503, time (ratio) in one cell."""
+    if host["actual_seconds"] is None:
+        return "not asked"
+    if host["pages_fetched"] < host["pages_total"]:
+        ratio = " (gave up)"  # done early with pages missing: its ratio means nothing
+    else:
+        ratio = "" if host["ratio"] is None else f" ({host['ratio']:.2f})"
+    return (
+        f"{host['pages_fetched']}/{host['pages_total']}, {host['requests']} req,"
+        f" {share(host['throttled'], host['requests'])} 429+503,"
+        f" {host['actual_seconds']:.1f} s{ratio}"
+    )
+
+
+def format_host_times(runs: list[NginxRun]) -> str:
+    header = ["host", "possible (s)"] + [CONTENDERS[r.contender].label for r in runs]
+    out = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    for host in HOSTS:
+        possible = runs[0].hosts[host.name]["possible_seconds"]
+        cells = [host_cell(run.hosts[host.name]) for run in runs]
+        out.append(f"| {host.name} | {possible:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def format_hosts(run: NginxRun) -> str:
+    """One crawl's per-host breakdown, all from nginx's log."""
+    header = (
+        "| host | pages | requests | 429 | 503 | 404 | Crawl-delay viol. | min gap (s)"
+        " | max at once | possible (s) | actual (s) | ratio |"
+    )
+    out = [header, "| --- |" + " ---: |" * 11]
+    for host in HOSTS:
+        found = run.hosts[host.name]
+        statuses = {int(k): v for k, v in found["statuses"].items()}
+        gap, actual, ratio = found["min_gap_seconds"], found["actual_seconds"], found["ratio"]
+        out.append(
+            f"| {host.name} | {found['pages_fetched']} of {found['pages_total']}"
+            f" | {found['requests']} | {statuses.get(429, 0)} | {statuses.get(503, 0)}"
+            f" | {statuses.get(404, 0)} | {found['crawl_delay_violations']}"
+            f" | {'' if gap is None else f'{gap:.3f}'} | {found['max_in_flight']}"
+            f" | {found['possible_seconds']:.2f} | {'' if actual is None else f'{actual:.1f}'}"
+            f" | {'' if ratio is None else f'{ratio:.2f}'} |"
+        )
+    return "\n".join(out)
+
+
+# -- the command ----------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=list(CONTENDERS), help="these crawlers only")
+    parser.add_argument("--cap", type=float, default=DEFAULT_CAP, help="seconds per crawl")
+    parser.add_argument(
+        "--deadline", type=float, default=DEFAULT_DEADLINE, help="seconds for the whole run"
+    )
+    parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument("--keep", type=Path, help="keep nginx's logs, the crawl logs and events")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="python3-doc's HTML directory")
+    args = parser.parse_args(argv)
+    if args.cap <= 0 or args.deadline <= 0:
+        parser.error("--cap and --deadline must be positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.monotonic()
+    nginx = find_nginx()
+    if nginx is None:
+        print("nginx not found (apt-get install nginx, or set $NGINX)", file=sys.stderr)
+        return 2
+    if not args.docs.is_dir():
+        print(f"{args.docs} is missing (apt-get install python3-doc)", file=sys.stderr)
+        return 2
+    chosen = [CONTENDERS[name] for name in (args.only or CONTENDERS)]
+    runs: list[NginxRun] = []
+    with tempfile.TemporaryDirectory(prefix="bench-nginx-") as temp:
+        base = args.keep or Path(temp)
+        sites = build_sites(base / "sites", args.docs)
+        possible = possible_seconds(sites)
+        reachable = sum(len(site.pages) for site in sites.values())
+        print(f"machine: {machine()}; {nginx}")
+        print(
+            f"nginx: {len(HOSTS)} hosts, {reachable} reachable pages; possible {possible:.2f} s;"
+            f" cap {args.cap:.0f} s a crawl, {args.deadline:.0f} s in all;"
+            f" crawlers: {', '.join(c.name for c in chosen)}",
+            flush=True,
+        )
+        for number, contender in enumerate(chosen):
+            left = args.deadline - (time.monotonic() - started)
+            cap = min(args.cap, left / (len(chosen) - number) - KILL_GRACE)
+            if cap < MIN_CAP:
+                print(f"  {contender.name}: skipped, the run's deadline is near", flush=True)
+                continue
+            run = run_one(contender, sites, cap, base / contender.name, nginx)
+            runs.append(run)
+            print(
+                f"  {contender.name}: {run.wall_seconds:.1f} s ({run.finish_reason}),"
+                f" {run.total('pages_fetched')} of {run.total('pages_total')} pages,"
+                f" {run.throttled} 429+503, efficiency {run.efficiency:.2f}",
+                flush=True,
+            )
+    if not runs:
+        return 1
+    print()
+    print(format_totals(runs))
+    print("\nper host: pages/reachable, requests, 429+503, last response (s) (possible/actual):")
+    print(format_host_times(runs))
+    for run in runs:
+        print(f"\n{CONTENDERS[run.contender].label}, per host:")
+        print(format_hosts(run))
+    print(f"\nrun time {time.monotonic() - started:.0f} s")
+    if args.keep:
+        print(f"logs kept in {args.keep}")
+    if args.json:
+        report = {"machine": machine(), "runs": [run.to_dict() for run in runs]}
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
