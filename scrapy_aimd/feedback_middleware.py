@@ -23,7 +23,7 @@ from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
-from scrapy_aimd.core.retry_after import parse_retry_after
+from scrapy_aimd.core.retry_after import longest_retry_after
 from scrapy_aimd.crawl import crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
@@ -151,13 +151,15 @@ class AimdDownloaderMiddleware:
         return elapsed
 
     def _retry_after(self, request: Request, response: Response) -> float | None:
-        header = response.headers.get(b"Retry-After")
-        if header is None:
+        """The longest wait that the answer's ``Retry-After`` headers ask for (a
+        server or a proxy may send several)."""
+        headers = response.headers.getlist(b"Retry-After")
+        if not headers:
             return None
-        seconds = parse_retry_after(header, time.time())
+        seconds = longest_retry_after(headers, time.time())
         if seconds is None:
             self.stats.inc_value("aimd/retry_after/invalid")
-            logger.debug("Ignoring an invalid Retry-After %r from %s", header, request.url)
+            logger.debug("Ignoring an invalid Retry-After %r from %s", headers, request.url)
         return seconds
 
     def _allowed_requeues(self, request: Request) -> int | None:

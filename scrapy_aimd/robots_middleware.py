@@ -54,6 +54,8 @@ ROBOTS_SETTINGS = (
     "AIMD_ROBOTS_SITEMAPS",
 )
 ROBOTS_META = "aimd_robots_origin"
+#: The shortest ``AIMD_ROBOTS_MAX_AGE`` accepted, in seconds.
+MIN_ROBOTS_MAX_AGE = 60.0
 #: RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS = 5
 #: The fraction added to a Crawl-delay. The gap counts from when a request
@@ -117,7 +119,10 @@ class RobotsTxtMiddleware:
         self.book = RobotsBook(
             RobotsConfig(
                 retries=read_int(settings, "AIMD_ROBOTS_RETRIES", 3),
-                max_age=read_float(settings, "AIMD_ROBOTS_MAX_AGE", 24 * 3600.0),
+                # At least a minute: 0 would fetch robots.txt before every request.
+                max_age=read_float(
+                    settings, "AIMD_ROBOTS_MAX_AGE", 24 * 3600.0, minimum=MIN_ROBOTS_MAX_AGE
+                ),
                 max_crawl_delay=read_float(settings, "AIMD_MAX_CRAWL_DELAY", 60.0),
                 persist=bool(settings.get("JOBDIR")),
             )

@@ -17,8 +17,8 @@ from crawling import AIMD, run_crawl
 from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME
 from sitefarm import HostSpec, start_farm
 
-#: A handler's answer: status, headers, body.
-Answer = tuple[int, dict[str, str], bytes]
+#: A handler's answer: status, headers (a header may come twice), body.
+Answer = tuple[int, dict[str, str] | list[tuple[str, str]], bytes]
 PAGE: Answer = (200, {"Content-Type": "text/html"}, b"<html><body>page</body></html>")
 
 
@@ -33,7 +33,8 @@ def serve(answer: Callable[[str], Answer]) -> Iterator[tuple[str, list[str]]]:
             paths.append(self.path)
             status, headers, body = answer(self.path)
             self.send_response(status)
-            for name, value in {"Content-Length": str(len(body)), **headers}.items():
+            pairs = list(headers.items()) if isinstance(headers, dict) else headers
+            for name, value in [("Content-Length", str(len(body))), *pairs]:
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(body)
@@ -311,3 +312,26 @@ def test_a_crawl_without_a_twisted_reactor(tmp_path: Path, jobdir: bool) -> None
     pages = {url for url in result.urls if "/p/" in url}
     assert pages == {f"{root}/p/{i}" for i in range(8)} - {f"{root}/p/5"}
     assert result.stats.get("aimd/in_flight_at_close") == 0
+
+
+def test_the_longest_of_several_retry_after_headers_is_honoured(tmp_path: Path) -> None:
+    arrivals: list[float] = []
+
+    def answer(path: str) -> Answer:
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            return 429, [("Retry-After", "3"), ("Retry-After", "1")], b""
+        return PAGE
+
+    with serve(answer) as (url, _):
+        result = run_crawl([f"{url}/a"], tmp_path / "crawl", AIMD, follow=False, timeout=60)
+    assert result.urls == [f"{url}/a"]
+    assert len(arrivals) == 2
+    assert arrivals[1] - arrivals[0] >= 2.9  # the 3 s one, not the last one
+
+
+@pytest.mark.parametrize("value", [0, 59.9])
+def test_a_robots_max_age_under_a_minute_is_refused(tmp_path: Path, value: float) -> None:
+    shown = startup_error(tmp_path, {"ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_MAX_AGE": value})
+    assert "AIMD_ROBOTS_MAX_AGE" in shown
+    assert ">= 60" in shown
