@@ -199,8 +199,15 @@ class AimdScheduler:
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
                 return False
             self.stats.inc_value("aimd/enqueued")
-            self._count("enqueued")
+            store = self.jobdir.store if self.jobdir is not None else None
+            unserializable = store.unserializable if store is not None else 0
             self._route(request)
+            if store is not None and store.unserializable > unserializable:
+                if ROBOTS_META not in request.meta:  # fetched again if needed
+                    self.stats.inc_value("scheduler/unserializable")
+                self._count("enqueued", "memory")  # as Scrapy's scheduler counts it
+            else:
+                self._count("enqueued")
             if self.jobdir is not None:
                 self.jobdir.wrote()
         except StoreError as exc:
@@ -349,11 +356,13 @@ class AimdScheduler:
         )
         self._give_up_on(host)
 
-    def _count(self, what: str) -> None:
+    def _count(self, what: str, where: str | None = None) -> None:
         """Scrapy's own scheduler stats, which monitoring tools read
         (``scheduler/enqueued``, ``scheduler/dequeued/disk`` ...)."""
+        if where is None:
+            where = "disk" if self.jobdir is not None else "memory"
         self.stats.inc_value(f"scheduler/{what}")
-        self.stats.inc_value(f"scheduler/{what}/{'disk' if self.jobdir is not None else 'memory'}")
+        self.stats.inc_value(f"scheduler/{what}/{where}")
 
     def _may_start(self, request: Request) -> bool:
         """With JOBDIR, robots.txt decides again at pop time: a request queued by an

@@ -153,3 +153,13 @@ class ReactorWatchingSpider(FarmSpider):
             if isinstance(output, dict):
                 output["reactor"] = "twisted.internet.reactor" in sys.modules
             yield output
+
+
+class UnserializableSpider(FarmSpider):
+    """Its start requests carry a lambda in meta: a JOBDIR cannot store them."""
+
+    name = "unserializable"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, meta={"callable": lambda: None})
