@@ -172,10 +172,12 @@ class RequestCodec:
             logger.debug("Keeping %s in memory only: %s", request, exc)
             return
         self._reported.add(callback)
+        # "Unable to serialize request", as Scrapy's scheduler says it.
         logger.warning(
-            "Keeping %s in memory only (%s): a crash loses it. Requests are stored "
-            "with Request.to_dict(spider=...); use spider methods as callbacks and "
-            "picklable meta. (Logged once per callback; see aimd/jobdir/unserializable.)",
+            "Unable to serialize request %s (%s): it is kept in memory only, and a crash "
+            "loses it. Requests are stored with Request.to_dict(spider=...); use spider "
+            "methods as callbacks and picklable meta. (Logged once per callback; see "
+            "aimd/jobdir/unserializable.)",
             request,
             exc,
         )

@@ -357,3 +357,4 @@ def test_requests_a_jobdir_cannot_store_count_as_scrapys_do(tmp_path: Path) -> N
     assert result.stats.get("scheduler/unserializable") == 2
     assert result.stats.get("scheduler/enqueued/memory") == 2
     assert "scheduler/enqueued/disk" not in result.stats
+    assert result.log.count("Unable to serialize request") == 1  # once per callback
