@@ -13,8 +13,12 @@ functions rely on.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING
+
+from scrapy.utils.asyncio import CallLaterResult, call_later
+from scrapy.utils.reactor import is_reactor_installed
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -80,3 +84,16 @@ def wrap_downloads(crawler: Crawler, wrap: Callable[[Download], Download]) -> bo
         return False
     setattr(handlers, "download_request_async", wrap(original))  # noqa: B010
     return True
+
+
+def call_later_if_running(delay: float, func: Callable[[], object]) -> CallLaterResult | None:
+    """Scrapy's ``call_later`` when something can run the call; None when nothing
+    can: Scrapy without a Twisted reactor (``TWISTED_ENABLED=False``) outside its
+    asyncio loop, where ``call_later`` raises (a component driven directly, as
+    Scrapy's own tests do). The caller then does the work at once."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        if not is_reactor_installed():
+            return None
+    return call_later(delay, func)

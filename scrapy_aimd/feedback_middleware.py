@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import DownloadTimeoutError
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
-from scrapy_aimd import signals
-from scrapy_aimd.core.retry_after import parse_retry_after
+from scrapy_aimd import give_up, signals
+from scrapy_aimd.core.retry_after import longest_retry_after
 from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.give_up import HostGaveUp
+from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
+from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import read_int
 
 if TYPE_CHECKING:
@@ -39,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
 THROTTLE_RETRIES_META = "aimd_throttle_retries"
+#: Set on a request given up on, so that its copies are not counted again.
+GAVE_UP_META = "aimd_gave_up"
 
 
 class AimdDownloaderMiddleware:
@@ -54,15 +59,27 @@ class AimdDownloaderMiddleware:
         self.max_throttle_retries = read_int(
             crawler.settings, "AIMD_THROTTLE_RETRIES", 10, minimum=0
         )
+        #: ``RETRY_ENABLED=False``: the user wants no request fetched twice.
+        self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        # Built with the engine, before the spider opens: the scheduler's
+        # settings and files are checked now, so that their error is the one shown.
+        AimdScheduler.prepare(crawler)
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
+        if request.meta.get(give_up.META):
+            raise HostGaveUp(
+                f"Gave up on the host of {request.url}: no success for "
+                f"{give_up.SETTING} seconds while it refused or timed out"
+            )
         self.flights.open(request).sent_at = self.clock()
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
+        if ROBOTS_META in request.meta:
+            response = bounded_robots_response(response)
         sent_at = self._sent_at(request)
         status = response.status
         retry_after = None
@@ -134,27 +151,44 @@ class AimdDownloaderMiddleware:
         return elapsed
 
     def _retry_after(self, request: Request, response: Response) -> float | None:
-        header = response.headers.get(b"Retry-After")
-        if header is None:
+        """The longest wait that the answer's ``Retry-After`` headers ask for (a
+        server or a proxy may send several)."""
+        headers = response.headers.getlist(b"Retry-After")
+        if not headers:
             return None
-        seconds = parse_retry_after(header, time.time())
+        seconds = longest_retry_after(headers, time.time())
         if seconds is None:
             self.stats.inc_value("aimd/retry_after/invalid")
-            logger.debug("Ignoring an invalid Retry-After %r from %s", header, request.url)
+            logger.debug("Ignoring an invalid Retry-After %r from %s", headers, request.url)
         return seconds
 
+    def _allowed_requeues(self, request: Request) -> int | None:
+        """How many times a refused request may be queued again; None when the
+        user opted out of retries (``RETRY_ENABLED``, ``dont_retry``,
+        ``max_retry_times=0``): those win over ``AIMD_THROTTLE_RETRIES``, and the
+        controller has learnt from the answer anyway."""
+        if not self.retry_enabled or request.meta.get("dont_retry"):
+            return None
+        user = request.meta.get("max_retry_times")
+        if isinstance(user, int) and not isinstance(user, bool):
+            return None if user <= 0 else min(self.max_throttle_retries, user)
+        return self.max_throttle_retries
+
     def _requeue(self, request: Request, reason: str) -> Request | None:
-        if request.meta.get("dont_retry"):
+        allowed = self._allowed_requeues(request)
+        if allowed is None or request.meta.get(GAVE_UP_META):
+            # A copy of a given-up request (RetryMiddleware's) was counted already.
             return None
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
-        if tries >= self.max_throttle_retries:
+        if tries >= allowed:
+            request.meta[GAVE_UP_META] = True
             self.stats.inc_value("aimd/requeue/gave_up")
             logger.warning(
-                "Gave up on %s after %d throttled attempts (%s); AIMD_THROTTLE_RETRIES=%d",
+                "Gave up on %s after %d throttled attempts (%s); at most %d allowed",
                 request.url,
                 tries + 1,
                 reason,
-                self.max_throttle_retries,
+                allowed,
             )
             return None
         again = request.replace(dont_filter=True)

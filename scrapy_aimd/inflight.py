@@ -14,7 +14,7 @@ No Scrapy import: requests are keys, downloads are opaque.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -67,6 +67,7 @@ class InFlight(Generic[R]):
     def __init__(self) -> None:
         self._flights: dict[R, Flight] = {}
         self._stored = 0
+        self._tickets = 0
 
     def get(self, request: R) -> Flight | None:
         return self._flights.get(request)
@@ -91,6 +92,7 @@ class InFlight(Generic[R]):
 
     def handed_out(self, request: R, host: str, ticket: Ticket | None, now: float) -> Flight:
         flight = self.open(request)
+        self._tickets += (ticket is not None) - (flight.ticket is not None)
         flight.host, flight.ticket, flight.handed_at = host, ticket, now
         flight.reaction = None
         return flight
@@ -101,8 +103,27 @@ class InFlight(Generic[R]):
         if flight is None or flight.ticket is None or flight.host is None:
             return None
         ticket, flight.ticket = flight.ticket, None
+        self._tickets -= 1
         self.settle(request)
         return flight.host, ticket
+
+    @property
+    def tickets(self) -> int:
+        """How many requests hold their host's place."""
+        return self._tickets
+
+    def done_without_feedback(self, in_progress: Collection[R]) -> list[R]:
+        """Requests holding a place that the engine is done with (not in
+        ``in_progress``): a downloader middleware before ours returned another
+        request in their place, so no feedback will ever come for them.
+
+        Cheap when nothing is to be found: every request handed out stays in the
+        engine's set until it is done, so fewer places held than requests in
+        progress means none is.
+        """
+        if self._tickets <= len(in_progress):
+            return []
+        return [request for request, _ in self.with_tickets() if request not in in_progress]
 
     def with_tickets(self) -> Iterator[tuple[R, Flight]]:
         for request, flight in list(self._flights.items()):

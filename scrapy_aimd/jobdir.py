@@ -172,10 +172,12 @@ class RequestCodec:
             logger.debug("Keeping %s in memory only: %s", request, exc)
             return
         self._reported.add(callback)
+        # "Unable to serialize request", as Scrapy's scheduler says it.
         logger.warning(
-            "Keeping %s in memory only (%s): a crash loses it. Requests are stored "
-            "with Request.to_dict(spider=...); use spider methods as callbacks and "
-            "picklable meta. (Logged once per callback; see aimd/jobdir/unserializable.)",
+            "Unable to serialize request %s (%s): it is kept in memory only, and a crash "
+            "loses it. Requests are stored with Request.to_dict(spider=...); use spider "
+            "methods as callbacks and picklable meta. (Logged once per callback; see "
+            "aimd/jobdir/unserializable.)",
             request,
             exc,
         )
@@ -259,6 +261,9 @@ class Jobdir:
         self.failed = False
         if isinstance(dupefilter, AimdDupeFilter):
             dupefilter.before_flush = self.commit
+            # A seen-keys file that cannot be written (a full disk) stops the
+            # crawl here, as a frontier that cannot is: one ERROR, one reason.
+            dupefilter.on_error = self.fail
         else:
             logger.warning(
                 "DUPEFILTER_CLASS %s does not wait for the frontier before it writes "
@@ -295,8 +300,9 @@ class Jobdir:
         except StoreError as exc:
             self.fail(exc)
 
-    def fail(self, exc: StoreError) -> None:
-        """Stop the crawl: going on without a working JOBDIR, a crash would lose requests."""
+    def fail(self, exc: BaseException) -> None:
+        """Stop the crawl: going on without a working JOBDIR, a crash would lose
+        requests. ``exc`` is a :class:`StoreError` or the dupefilter's error."""
         if self.failed:
             return
         self.failed = True
@@ -341,6 +347,7 @@ class Jobdir:
         self.commit()
         if isinstance(self.dupefilter, AimdDupeFilter):
             self.dupefilter.before_flush = None
+            self.dupefilter.on_error = None
         self.stats.set_value("aimd/jobdir/queued_at_close", len(self.store))
         self.store.close()
 

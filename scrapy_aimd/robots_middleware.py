@@ -13,6 +13,7 @@ alone, the middleware holds each request there on its way to the downloader.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -27,11 +28,13 @@ from twisted.internet.defer import Deferred
 
 from scrapy_aimd.core.hosts import host_key_from_netloc
 from scrapy_aimd.core.robots import (
+    MAX_BYTES,
     FetchResult,
     RobotsBook,
     RobotsConfig,
     RobotsOutcome,
     Verdict,
+    decoded_prefix,
 )
 from scrapy_aimd.crawl import request_origin
 from scrapy_aimd.settings import read_bool, read_float, read_int
@@ -51,6 +54,8 @@ ROBOTS_SETTINGS = (
     "AIMD_ROBOTS_SITEMAPS",
 )
 ROBOTS_META = "aimd_robots_origin"
+#: The shortest ``AIMD_ROBOTS_MAX_AGE`` accepted, in seconds.
+MIN_ROBOTS_MAX_AGE = 60.0
 #: RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
 MAX_REDIRECTS = 5
 #: The fraction added to a Crawl-delay. The gap counts from when a request
@@ -66,6 +71,23 @@ CRAWL_DELAY_MARGIN = 0.02
 def crawl_delay_floor(crawl_delay: float) -> float:
     """The gap floor that honours ``crawl_delay`` as the server measures it."""
     return crawl_delay * (1 + CRAWL_DELAY_MARGIN)
+
+
+def bounded_robots_response(response: Response, max_bytes: int = MAX_BYTES) -> Response:
+    """A compressed robots.txt answer inflated to its first ``max_bytes`` (and one
+    more, to tell that it was longer) only: RFC 9309 §2.5 asks for 500 KiB, and a
+    gzip bomb would otherwise be refused whole by Scrapy's HttpCompressionMiddleware
+    (over ``DOWNLOAD_MAXSIZE``), its rules lost. Called by the feedback
+    middleware, which sees raw answers before that middleware does."""
+    encodings = response.headers.getlist(b"Content-Encoding")
+    if len(encodings) != 1:
+        return response
+    body = decoded_prefix(response.body, encodings[0].decode("latin-1"), max_bytes)
+    if body is None:
+        return response
+    headers = response.headers.copy()
+    del headers[b"Content-Encoding"]
+    return response.replace(body=body, headers=headers)
 
 
 class RobotsListener(Protocol):
@@ -97,7 +119,10 @@ class RobotsTxtMiddleware:
         self.book = RobotsBook(
             RobotsConfig(
                 retries=read_int(settings, "AIMD_ROBOTS_RETRIES", 3),
-                max_age=read_float(settings, "AIMD_ROBOTS_MAX_AGE", 24 * 3600.0),
+                # At least a minute: 0 would fetch robots.txt before every request.
+                max_age=read_float(
+                    settings, "AIMD_ROBOTS_MAX_AGE", 24 * 3600.0, minimum=MIN_ROBOTS_MAX_AGE
+                ),
                 max_crawl_delay=read_float(settings, "AIMD_MAX_CRAWL_DELAY", 60.0),
                 persist=bool(settings.get("JOBDIR")),
             )
@@ -113,6 +138,8 @@ class RobotsTxtMiddleware:
         #: How many requests wait in ``_held``.
         self.held = 0
         self._crawl_delays: dict[str, float] = {}
+        #: The network error of each origin's last robots.txt fetch that had one.
+        self._network_errors: dict[str, Exception] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -151,9 +178,28 @@ class RobotsTxtMiddleware:
             await maybe_deferred_to_future(waiter)
             verdict = self.verdict(request)
         if verdict is Verdict.DENY:
+            origin = request_origin(request)
+            if self.book.state(origin).denied:
+                raise self._unreachable_error(request, origin)
             self.stats.inc_value("aimd/robots/disallowed")
             logger.debug("Forbidden by robots.txt: %s", request)
             raise IgnoreRequest("Forbidden by robots.txt")
+
+    def _unreachable_error(self, request: Request, origin: str) -> Exception:
+        """What a request of a skipped origin fails with: the network error that
+        made its robots.txt unreachable (the origin is dead: DNS, refused ...),
+        else an ``IgnoreRequest`` that says so. Not retried: the origin's fate is
+        settled until its robots.txt is fetched again."""
+        self.stats.inc_value("aimd/robots/unreachable")
+        logger.debug("Skipped, robots.txt unreachable: %s", request)
+        request.meta["dont_retry"] = True
+        error = self._network_errors.get(origin)
+        if error is not None:
+            try:
+                return copy.copy(error)
+            except Exception:  # pragma: no cover - an exception that cannot be copied
+                return error
+        return IgnoreRequest(f"{origin}/robots.txt unreachable")
 
     def user_agent(self, request: Request) -> str:
         if self.robots_user_agent:
@@ -190,7 +236,25 @@ class RobotsTxtMiddleware:
 
     def _on_response(self, response: Response) -> None:
         origin = response.meta[ROBOTS_META]
+        try:
+            self._read(origin, response)
+        except Exception:
+            self._recover(origin)
+
+    def _recover(self, origin: str) -> None:
+        """Any error in handling a robots.txt answer still settles its origin:
+        its requests must not wait for ever."""
+        self.stats.inc_value("aimd/robots/callback_errors")
+        logger.exception(
+            "Could not handle %s/robots.txt; the origin's requests go on with what is known",
+            origin,
+        )
+        self.book.settle_anyway(origin, self.clock())
+        self._settled(origin, FetchResult(RobotsOutcome.ALLOW_ALL, settled=True))
+
+    def _read(self, origin: str, response: Response) -> None:
         self.stats.inc_value(f"aimd/robots/status/{response.status}")
+        self._network_errors.pop(origin, None)
         result = self.book.fetched(
             origin,
             self.clock(),
@@ -209,11 +273,38 @@ class RobotsTxtMiddleware:
         origin = request.meta.get(ROBOTS_META) if request is not None else None
         if origin is None:  # pragma: no cover - Scrapy always attaches the request
             return
-        self.stats.inc_value("aimd/robots/errors")
-        result = self.book.fetched(origin, self.clock(), None, b"", self.default_user_agent)
+        try:
+            self._failed(origin, failure)
+        except Exception:
+            self._recover(origin)
+
+    def _failed(self, origin: str, failure: Failure) -> None:
+        status: int | None = None
+        if isinstance(failure.value, IgnoreRequest):
+            # Not fetched, and not for a network failure: more than the five
+            # redirects RFC 9309 §2.3.1.2 asks for, a redirect loop (Scrapy's
+            # "max redirections reached"), or a middleware that dropped it. The
+            # file is unavailable, a final 3xx: allow all.
+            status = 300
+            redirects = "redirections" in str(failure.value)
+            self.stats.inc_value(
+                "aimd/robots/redirects_exhausted" if redirects else "aimd/robots/ignored"
+            )
+        else:
+            self.stats.inc_value("aimd/robots/errors")
+            if isinstance(failure.value, Exception):
+                self._network_errors[origin] = failure.value
+        result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
         self._after(origin, result, failure.getErrorMessage())
 
     def _after(self, origin: str, result: FetchResult, what: str) -> None:
+        if result.crawl_delay_invalid is not None:
+            self.stats.inc_value("aimd/robots/crawl_delay_invalid")
+            logger.warning(
+                "%s/robots.txt asks for Crawl-delay %r, which is no delay; ignored",
+                origin,
+                result.crawl_delay_invalid,
+            )
         if result.truncated:
             self.stats.inc_value("aimd/robots/truncated")
             logger.info(
@@ -246,7 +337,7 @@ class RobotsTxtMiddleware:
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:
-        self.stats.inc_value("aimd/robots/unreachable")
+        self.stats.inc_value("aimd/robots/fetch_unreachable")
         if result.retry_at is not None:
             wait = max(0.0, result.retry_at - self.clock())
             logger.info("%s/robots.txt unreachable (%s); again in %.1fs", origin, what, wait)
@@ -269,7 +360,11 @@ class RobotsTxtMiddleware:
         held = self._held.pop(origin, [])
         self.held -= len(held)
         for request, resume in held:
-            resume(request)
+            try:
+                resume(request)
+            except Exception:  # one request's trouble; the others go on
+                self.stats.inc_value("aimd/robots/callback_errors")
+                logger.exception("Could not release %s after its robots.txt", request)
         if self.listener is not None:
             self.listener.robots_settled(origin, len(held))
         if self.sitemaps and result.outcome is RobotsOutcome.RULES:

@@ -19,24 +19,32 @@ stopping crawl waits for the requests in flight (:mod:`scrapy_aimd.shutdown`).
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import signals as scrapy_signals
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
+from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import assign_slot, crawl_parts, request_host, request_origin
-from scrapy_aimd.jobdir import Jobdir
+from scrapy_aimd.give_up import GiveUpBudget
+from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
+from scrapy_aimd.settings import read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.wake import WakeTimer
@@ -49,6 +57,10 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
+
+#: Errors in ``enqueue_request`` that are not about the one request: the crawl
+#: stops. Any other error drops that request, with an ERROR naming it.
+CRAWL_ERRORS: tuple[type[BaseException], ...] = (OSError, sqlite3.Error, MemoryError)
 
 #: How often in-flight entries that never got feedback are looked for.
 SWEEP_INTERVAL = 30.0
@@ -65,6 +77,7 @@ class AimdScheduler:
         events_file: str | None = None,
         jobdir: str | None = None,
         shutdown_grace: float | None = None,
+        give_up: float = give_up_setting.DEFAULT,
         clock: Callable[[], float] | None = None,
     ) -> None:
         parts = crawl_parts(crawler)
@@ -91,18 +104,33 @@ class AimdScheduler:
         self.jobdir: Jobdir | None = None
         self.shutdown_grace = shutdown_grace
         self.shutdown: ShutdownGrace | None = None
+        self.budget = GiveUpBudget(give_up)
+        #: Requests of hosts given up on, handed out first for the feedback
+        #: middleware to fail with ``HostGaveUp``.
+        self.given_up: deque[Request] = deque()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+        parts = _PREPARED.pop(crawler, None) or _prepare(crawler)
         return cls(
             crawler,
-            build_from_crawler(dupefilter_cls, crawler),
-            events_file=settings.get("AIMD_EVENTS_FILE") or None,
-            jobdir=job_dir(settings),
-            shutdown_grace=read_grace(settings),
+            parts.dupefilter,
+            events_file=parts.events_file,
+            jobdir=parts.jobdir,
+            shutdown_grace=parts.shutdown_grace,
+            give_up=parts.give_up,
         )
+
+    @classmethod
+    def prepare(cls, crawler: Crawler) -> None:
+        """Read the scheduler's settings and build its dupefilter (which reads a
+        JOBDIR's seen-keys file) now, as the engine is made: Scrapy builds the
+        scheduler only as the spider opens, where an error is buried under
+        ``RuntimeError: Engine slot not assigned``. Raised here, an invalid
+        setting or file is the one error shown. The downloader middleware calls
+        this from its ``from_crawler``."""
+        if crawler not in _PREPARED and issubclass(load_object(crawler.settings["SCHEDULER"]), cls):
+            _PREPARED[crawler] = _prepare(crawler)
 
     # -- the scheduler interface -------------------------------------------------
 
@@ -159,26 +187,49 @@ class AimdScheduler:
 
     def has_pending_requests(self) -> bool:
         held = self.robots.held if self.robots is not None else 0
-        return len(self.frontier) + held + len(self.denied) > 0
+        return len(self.frontier) + held + len(self.denied) + len(self.given_up) > 0
 
     def enqueue_request(self, request: Request) -> bool:
+        problem = _unqueueable(request)
+        if problem is not None:
+            self._drop_invalid(request, problem)
+            return False
         try:
             if not request.dont_filter and self.df.request_seen(request):
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
                 return False
             self.stats.inc_value("aimd/enqueued")
+            store = self.jobdir.store if self.jobdir is not None else None
+            unserializable = store.unserializable if store is not None else 0
             self._route(request)
+            if store is not None and store.unserializable > unserializable:
+                if ROBOTS_META not in request.meta:  # fetched again if needed
+                    self.stats.inc_value("scheduler/unserializable")
+                self._count("enqueued", "memory")  # as Scrapy's scheduler counts it
+            else:
+                self._count("enqueued")
             if self.jobdir is not None:
                 self.jobdir.wrote()
         except StoreError as exc:
             assert self.jobdir is not None
             self.jobdir.fail(exc)
-        except Exception:
+        except CRAWL_ERRORS:
             self._fail("enqueue_request")
+        except Exception as exc:  # about this one request: the crawl goes on
+            self._drop_invalid(request, f"{type(exc).__name__}: {exc}", exc_info=True)
+            return False
         return True
+
+    def _drop_invalid(self, request: Request, problem: str, *, exc_info: bool = False) -> None:
+        self.stats.inc_value("aimd/enqueue/invalid")
+        logger.error("Dropped %s: it cannot be queued (%s)", request, problem, exc_info=exc_info)
 
     def _route(self, request: Request) -> None:
         """To the frontier, or aside while robots.txt decides."""
+        host = request_host(request)
+        if host in self.budget.given_up:
+            self._give_up_on(host, request)
+            return
         if self.robots is not None:
             verdict = self._verdict(request)
             if verdict is not Verdict.ALLOW:
@@ -237,9 +288,12 @@ class AimdScheduler:
         jobdir = self.jobdir
         if jobdir is not None and jobdir.engine_finished_some():
             jobdir.checkpoint()
+        if self.given_up:
+            return self._hand_out_given_up()
         if self.denied:
             return self._hand_out_denied()
         now = self.clock()
+        self._release_done(now)
         if now - self._last_sweep >= SWEEP_INTERVAL:
             self._sweep(now)
         popped = self.frontier.pop(now)
@@ -258,13 +312,57 @@ class AimdScheduler:
             self.flights.store(request)
         assign_slot(request)  # the user's slot, else this URL's, not a redirect's (#2141)
         self.reporter.started(host, now, self.frontier.controller(host))
+        self._count("dequeued")
         return request
 
     def _hand_out_denied(self) -> Request:
         request = self.denied.popleft()
         if self.jobdir is not None:
             self.flights.store(request)
+        self._count("dequeued")
         return request
+
+    def _hand_out_given_up(self) -> Request:
+        """Not stored as handed out: with JOBDIR its row stays, for a later run."""
+        request = self.given_up.popleft()
+        request.meta[give_up_setting.META] = True
+        self.stats.inc_value("aimd/host_gave_up/requests")
+        self._count("dequeued")
+        return request
+
+    def _give_up_on(self, host: str, request: Request | None = None) -> None:
+        """Fail the host's queued requests (and ``request``, one that came back
+        for it): the errback of each gets ``HostGaveUp``."""
+        if request is not None:
+            self.given_up.append(request)
+            if self.jobdir is not None:
+                self.frontier.keep(host, request, priority=request.priority, depth=_depth(request))
+        self.given_up.extend(self.frontier.drain(host))
+        self.wake.now()
+
+    def _troubled(self, host: str, now: float) -> None:
+        """A refusal or a timeout: past ``AIMD_HOST_GIVE_UP``, the host's queue ends."""
+        if not self.budget.troubled(host, now):
+            return
+        self.stats.inc_value("aimd/host_gave_up/hosts")
+        logger.warning(
+            "Giving up on %s: no success for %.0fs while it refused or timed out "
+            "(AIMD_HOST_GIVE_UP=%g); its %d queued requests fail with HostGaveUp%s",
+            host,
+            self.budget.trouble_for(host, now),
+            self.budget.budget,
+            self.frontier.queued(host),
+            ", and stay in the JOBDIR for a later run" if self.jobdir is not None else "",
+        )
+        self._give_up_on(host)
+
+    def _count(self, what: str, where: str | None = None) -> None:
+        """Scrapy's own scheduler stats, which monitoring tools read
+        (``scheduler/enqueued``, ``scheduler/dequeued/disk`` ...)."""
+        if where is None:
+            where = "disk" if self.jobdir is not None else "memory"
+        self.stats.inc_value(f"scheduler/{what}")
+        self.stats.inc_value(f"scheduler/{what}/{where}")
 
     def _may_start(self, request: Request) -> bool:
         """With JOBDIR, robots.txt decides again at pop time: a request queued by an
@@ -328,6 +426,10 @@ class AimdScheduler:
             self.reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency
             )
+        if reaction.refused or timeout:
+            self._troubled(host, now)
+        elif status is not None:
+            self.budget.succeeded(host)
         # For the feedback middleware, which requeues the request if this says so.
         flight = self.flights.get(request)
         if flight is not None:
@@ -356,13 +458,22 @@ class AimdScheduler:
         if taken is not None:
             self.frontier.cancel(*taken, now)
 
-    def _sweep(self, now: float) -> None:
-        """Release requests that never came back through the middleware.
+    def _release_done(self, now: float) -> None:
+        """Free the place of each request that the engine is done with and that
+        never came back through the feedback middleware: a downloader middleware
+        before ours swapped it for another one (scrapy-splash does, for every
+        request). Its host learns nothing from it."""
+        in_progress = requests_in_progress(self.crawler)
+        if in_progress is None:
+            return
+        for request in self.flights.done_without_feedback(in_progress):
+            self._release(request, now)
+            self.stats.inc_value("aimd/in_flight/no_feedback")
+            logger.debug("No feedback for %s, which the engine is done with", request)
 
-        A downloader middleware before ours that swaps a request for another
-        one gives no feedback about the first; without this its host would keep
-        a place in flight for ever.
-        """
+    def _sweep(self, now: float) -> None:
+        """Release requests that never came back through the middleware: the
+        last resort, for a request that the engine still holds without feedback."""
         self._last_sweep = now
         for request in self.flights.stale(now, self.download_timeout):
             self._release(request, now)
@@ -376,6 +487,44 @@ class AimdScheduler:
             if restored is not None:
                 return restored
         return HostController(cfg)
+
+
+@dataclass
+class _Prepared:
+    """What ``from_crawler`` reads, read early by :meth:`AimdScheduler.prepare`."""
+
+    dupefilter: BaseDupeFilter
+    events_file: str | None
+    jobdir: str | None
+    shutdown_grace: float | None
+    give_up: float
+
+
+_PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
+
+
+def _prepare(crawler: Crawler) -> _Prepared:
+    settings = crawler.settings
+    shutdown_grace = read_grace(settings)
+    give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
+    jobdir = job_dir(settings)
+    dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
+    if jobdir:
+        check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)
+    return _Prepared(
+        dupefilter,
+        events_file=settings.get("AIMD_EVENTS_FILE") or None,
+        jobdir=jobdir,
+        shutdown_grace=shutdown_grace,
+        give_up=give_up,
+    )
+
+
+def _unqueueable(request: Request) -> str | None:
+    """Why a request cannot be queued, checked before any part keeps it."""
+    if not isinstance(request.priority, int):
+        return f"its priority {request.priority!r} is not an integer"
+    return None
 
 
 def _depth(request: Request) -> int:

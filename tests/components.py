@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from crawlrunner import FarmSpider
@@ -95,3 +96,70 @@ class OwnFingerprinter:
 
 class OwnScheduler(Scheduler):
     """A user's own scheduler, which scrapy-aimd cannot work under."""
+
+
+class SwapRequests:
+    """A downloader middleware before scrapy-aimd's that returns a new request in
+    place of each one it sees first, as scrapy-splash does."""
+
+    def process_request(self, request: Request) -> Request | None:
+        if request.meta.get("swapped") or request.url.endswith("/robots.txt"):
+            return None
+        return request.replace(meta={**request.meta, "swapped": True}, dont_filter=True)
+
+
+class NoRetrySpider(FarmSpider):
+    """Its start requests say ``max_retry_times=0``, as a user's own spider may."""
+
+    name = "no_retry"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, meta={"max_retry_times": 0})
+
+
+class BadPrioritySpider(FarmSpider):
+    """Follows links, but gives the one to /p/3 a priority that is not a number."""
+
+    name = "bad_priority"
+
+    def parse(self, response: Any) -> Any:
+        for output in super().parse(response):
+            if isinstance(output, Request) and output.url.endswith("/p/3"):
+                output.priority = None
+            yield output
+
+
+class ErrbackSpider(FarmSpider):
+    """Each failure reaches its errback, which records what it was as an item."""
+
+    name = "errback"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, errback=self.failed)
+
+    def failed(self, failure: Any) -> Any:
+        yield {"url": failure.request.url, "error": type(failure.value).__name__}
+
+
+class ReactorWatchingSpider(FarmSpider):
+    """Says in each item whether a Twisted reactor is installed in the crawl."""
+
+    name = "reactor_watching"
+
+    def parse(self, response: Any) -> Any:
+        for output in super().parse(response):
+            if isinstance(output, dict):
+                output["reactor"] = "twisted.internet.reactor" in sys.modules
+            yield output
+
+
+class UnserializableSpider(FarmSpider):
+    """Its start requests carry a lambda in meta: a JOBDIR cannot store them."""
+
+    name = "unserializable"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, meta={"callable": lambda: None})

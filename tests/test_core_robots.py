@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import zlib
+
 import pytest
 
 from scrapy_aimd.core.robots import (
@@ -11,7 +14,9 @@ from scrapy_aimd.core.robots import (
     RobotsOutcome,
     Verdict,
     classify,
+    decoded_prefix,
     parse_rules,
+    usable_crawl_delay,
 )
 
 ORIGIN = "http://a.test"
@@ -176,3 +181,41 @@ def test_rules_are_snapshotted_only_when_their_text_is_kept() -> None:
     assert book.snapshot(ORIGIN) is None  # fetched again on resume
     book.fetched("http://b.test", 0.0, 404, b"", UA)
     assert book.snapshot("http://b.test") == {"known": True, "denied": False, "fetched_at": 0.0}
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, "2", True, None])
+def test_a_crawl_delay_that_is_no_delay_is_ignored(value: object) -> None:
+    # Protego before 0.7 returns nan for "Crawl-delay: nan".
+    assert usable_crawl_delay(value) is None
+
+
+def test_usable_crawl_delays_are_seconds() -> None:
+    assert usable_crawl_delay(0) == 0.0
+    assert usable_crawl_delay(2.5) == 2.5
+
+
+def test_an_answer_that_could_not_be_handled_still_settles_the_origin() -> None:
+    book = RobotsBook()
+    book.started(ORIGIN)
+    book.settle_anyway(ORIGIN, 1.0)
+    assert book.verdict(ORIGIN, "http://a.test/private", UA) is Verdict.ALLOW
+    assert not book.needs_fetch(ORIGIN, 2.0)
+    other = "http://b.test"
+    book.fetched(other, 0.0, 200, RULES, UA)
+    book.settle_anyway(other, 1.0)  # the rules already taken stay
+    assert book.verdict(other, "http://b.test/private", UA) is Verdict.DENY
+
+
+def test_a_compressed_body_is_inflated_to_just_past_the_limit() -> None:
+    body = RULES + b"#" * (4 * MAX_BYTES)
+    for encoding, packed in (
+        ("gzip", gzip.compress(body)),
+        ("deflate", zlib.compress(body)),
+        ("deflate", zlib.compress(body, wbits=-zlib.MAX_WBITS)),
+    ):
+        prefix = decoded_prefix(packed, encoding)
+        assert prefix is not None and len(prefix) == MAX_BYTES + 1
+        assert prefix.startswith(RULES)
+    assert decoded_prefix(gzip.compress(RULES), "GZIP") == RULES
+    assert decoded_prefix(b"not gzip", "gzip") is None
+    assert decoded_prefix(RULES, "br") is None

@@ -115,3 +115,16 @@ def test_memory_store_drops_empty_hosts() -> None:
     assert store.pop("a") is None
     assert store.head("a") is None
     assert len(store) == 0
+
+
+def test_drain_takes_a_hosts_whole_queue_best_first_and_leaves_the_others() -> None:
+    frontier = make_frontier()
+    for i, priority in enumerate((0, 5, 1)):
+        frontier.push("a.test", f"a{i}", priority=priority, now=0.0)
+    frontier.push("b.test", "b0", now=0.0)
+    assert frontier.drain("a.test") == ["a1", "a2", "a0"]
+    assert frontier.queued("a.test") == 0
+    assert len(frontier) == 1
+    popped = frontier.pop(0.0)
+    assert popped is not None and popped.item == "b0"
+    assert frontier.pop(10.0) is None

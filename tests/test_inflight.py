@@ -64,3 +64,16 @@ def test_the_scheduler_and_the_middleware_share_the_crawls_parts() -> None:
     assert scheduler.configs is middleware.configs is parts.configs
     assert scheduler.flights is middleware.flights is parts.flights
     assert crawl_parts(get_crawler()) is not parts
+
+
+def test_places_the_engine_is_done_with_are_found_only_then() -> None:
+    flights: InFlight[str] = InFlight()
+    flights.handed_out("a", "a.test", TICKET, 1.0)
+    flights.handed_out("b", "a.test", TICKET, 1.0)
+    flights.handed_out("c", "a.test", None, 1.0)  # handed out without a place
+    assert flights.tickets == 2
+    assert flights.done_without_feedback({"a", "b"}) == []
+    assert flights.done_without_feedback({"b"}) == ["a"]
+    flights.take_ticket("a")
+    assert flights.tickets == 1
+    assert flights.done_without_feedback(set()) == ["b"]

@@ -199,6 +199,18 @@ class Frontier(Generic[T]):
         """The crawl has finished with a popped or kept item."""
         self._store.done(item)
 
+    def drain(self, host: str) -> list[T]:
+        """Take every item queued for the host out of its queue, best first (a
+        durable store keeps them until ``done``); the host is idle after."""
+        items = []
+        while (item := self._store.pop(host)) is not None:
+            items.append(item)
+        state = self._hosts.get(host)
+        if state is not None:
+            state.version += 1
+            state.filed_as = "idle"
+        return items
+
     def restore(self, now: float) -> int:
         """File the hosts of the items that the store held when it was opened;
         returns how many hosts have queued items."""

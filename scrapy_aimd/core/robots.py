@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import math
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,26 @@ def classify(status: int | None) -> RobotsOutcome:
 def rules_text(body: bytes, max_bytes: int = MAX_BYTES) -> str:
     """The part of a body that is parsed: its first ``max_bytes``, as text."""
     return body[:max_bytes].decode("utf-8", errors="replace")
+
+
+def decoded_prefix(body: bytes, encoding: str, max_bytes: int = MAX_BYTES) -> bytes | None:
+    """The first ``max_bytes`` + 1 bytes of a body compressed with ``encoding``
+    (gzip or deflate): enough to parse and to see that there was more, however
+    large it inflates (a gzip bomb). None for another encoding or a broken stream.
+    """
+    encoding = encoding.strip().lower()
+    if encoding in ("gzip", "x-gzip"):
+        windows = [16 + zlib.MAX_WBITS]
+    elif encoding == "deflate":
+        windows = [zlib.MAX_WBITS, -zlib.MAX_WBITS]  # zlib-wrapped, or raw as some send
+    else:
+        return None
+    for wbits in windows:
+        try:
+            return zlib.decompressobj(wbits).decompress(body, max_bytes + 1)
+        except zlib.error:
+            continue
+    return None
 
 
 def parse_rules(body: bytes, max_bytes: int = MAX_BYTES) -> Protego:
@@ -107,6 +128,18 @@ class FetchResult:
     #: When to fetch again (an unreachable file with retries left), else None.
     retry_at: float | None = None
     truncated: bool = False
+    #: A Crawl-delay that the parser gave but no gap can be (nan, inf, negative):
+    #: ignored.
+    crawl_delay_invalid: object = None
+
+
+def usable_crawl_delay(value: object) -> float | None:
+    """A Crawl-delay as seconds, or None when there is none or it is no finite
+    number >= 0 (older Protego releases return ``nan`` for ``Crawl-delay: nan``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    delay = float(value)
+    return delay if math.isfinite(delay) and delay >= 0 else None
 
 
 class RobotsBook:
@@ -160,17 +193,29 @@ class RobotsBook:
             state.rules, state.sitemaps, state.text = None, [], None
             return FetchResult(outcome, settled=True)
         rules = self._set_rules(state, rules_text(body, self.config.max_bytes))
-        delay = rules.crawl_delay(user_agent)
+        found = rules.crawl_delay(user_agent)
+        delay = usable_crawl_delay(found)
         capped = delay is not None and delay > self.config.max_crawl_delay
         if delay is not None:
-            delay = min(float(delay), self.config.max_crawl_delay)
+            delay = min(delay, self.config.max_crawl_delay)
         return FetchResult(
             outcome,
             settled=True,
             crawl_delay=delay,
             crawl_delay_capped=capped,
+            crawl_delay_invalid=found if delay is None and found is not None else None,
             truncated=len(body) > self.config.max_bytes,
         )
+
+    def settle_anyway(self, origin: str, now: float) -> None:
+        """End a fetch whose answer could not be handled: rules already taken
+        stay; with none known, the origin has no rules (allow all), so that its
+        requests never wait for ever."""
+        state = self.state(origin)
+        state.fetching = False
+        if not state.known and not state.denied:
+            state.known, state.rules, state.sitemaps, state.text = True, None, [], None
+            state.failures, state.retry_at, state.fetched_at = 0, -math.inf, now
 
     def _set_rules(self, state: OriginRobots, text: str) -> Protego:
         rules = state.rules = Protego.parse(text)
