@@ -53,11 +53,11 @@ from hashlib import blake2b
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
-from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import referer_str
 
+from scrapy_aimd._compat import call_later_if_running
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
@@ -204,7 +204,7 @@ class AimdDupeFilter:
         *,
         fingerprinter: object | None = None,
         stats: StatsCollector | None = None,
-        call_later: Callable[[float, Callable[[], None]], _Cancellable] | None = None,
+        call_later: Callable[[float, Callable[[], None]], _Cancellable | None] | None = None,
         crawler: Crawler | None = None,
     ) -> None:
         self.fingerprinter = fingerprinter or AimdRequestFingerprinter()
@@ -238,7 +238,7 @@ class AimdDupeFilter:
             crawler.settings.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
             stats=crawler.stats,
-            call_later=call_later,
+            call_later=call_later_if_running,
             crawler=crawler,
         )
 
@@ -321,6 +321,8 @@ class AimdDupeFilter:
             self.flush()  # no frontier to wait for
         elif self._flush_timer is None and self._call_later is not None:
             self._flush_timer = self._call_later(FLUSH_DELAY, self._flush_on_timer)
+            if self._flush_timer is None:
+                self.flush()  # nothing runs timers here (no reactor, no loop): write now
 
     def flush(self) -> None:
         """Write the buffered keys as one batch, through to the OS, after

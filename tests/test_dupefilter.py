@@ -410,3 +410,28 @@ def test_without_on_error_a_failed_write_is_one_error(
         dupefilter.flush()
     assert caplog.text.count("Stopping the crawl") == 1
     assert "the frontier did not commit" in caplog.text
+
+
+#: A JOBDIR dupefilter driven directly, with no reactor installed and no loop
+#: running (Scrapy's own ``test_dupefilter_path`` under ``TWISTED_REACTOR_ENABLED=False``).
+DRIVEN_WITHOUT_A_LOOP = """
+import sys
+from scrapy import Request
+from scrapy.utils.test import get_crawler
+from scrapy_aimd.dupefilter import AimdDupeFilter
+
+crawler = get_crawler(settings_dict={"JOBDIR": sys.argv[1], "TWISTED_REACTOR_ENABLED": False})
+df = AimdDupeFilter.from_crawler(crawler)
+assert not df.request_seen(Request("http://example.com/a"))
+assert df.request_seen(Request("http://example.com/a"))
+df.close("finished")
+again = AimdDupeFilter.from_crawler(crawler)
+assert again.request_seen(Request("http://example.com/a")), "the key was not written"
+again.close("finished")
+"""
+
+
+def test_a_jobdir_dupefilter_works_with_no_loop_running(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-c", DRIVEN_WITHOUT_A_LOOP, str(tmp_path)], check=True, timeout=60
+    )
