@@ -82,6 +82,7 @@ def assign_slot(request: Request) -> None:
 
 
 def request_origin(request: Request) -> str:
-    """scheme://host[:port] as written: robots.txt is per scheme, host and port."""
+    """scheme://host[:port] as written, without user information: robots.txt is
+    per scheme, host and port, and a password must not reach its URL or the log."""
     parts = urlparse_cached(request)
-    return f"{parts.scheme}://{parts.netloc}"
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
