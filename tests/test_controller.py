@@ -1056,6 +1056,8 @@ def test_cancel_releases_the_place_with_no_feedback() -> None:
     assert host.in_flight == 0
     assert host.ready_at(2.0) <= 2.0 + 1.0
     after = host.state()
+    # What it learnt of the host (the memory keeps the bookkeeping of starts).
+    after.pop("memory"), before.pop("memory")
     assert after == before
 
 

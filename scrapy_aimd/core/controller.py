@@ -44,7 +44,7 @@ any other throttle code with Retry-After). ``neutral``: anything else (an error
 answer, one slow page among fast ones), which changes nothing.
 """
 
-_STATE_VERSION = 2
+_STATE_VERSION = 3
 
 # The constants below are not settings: each was chosen on the simulated hosts that its
 # docstring names (``python tests/test_controller.py``); the shares are of the host's
@@ -964,9 +964,52 @@ class HostController:
     # -- a resumed crawl ---------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """What a resumed crawl needs to treat the host as before, as plain JSON data.
-        Times are on this controller's clock: the caller converts clocks."""
+        """The controller's whole memory as plain JSON data: what a resumed crawl or
+        another fleet worker needs to treat the host exactly as before.
+
+        The top-level fields say what the host is now (gap, limit, pause, latency
+        baseline); ``memory`` holds what the rules read later (the round and its
+        bookkeeping, pace samples, latency windows, pushback and probe times, the
+        requests in flight). Times are on this controller's clock (absolute: a
+        fleet's workers share Redis's); to move them to another clock, see
+        :func:`shift_state`. Infinite times are stored as None.
+        """
         until = self._pauses.until
+        rnd, pauses, lat = self._round, self._pauses, self._latency
+        rise = self._rise
+        memory: dict[str, Any] = {
+            "round": self._round_number,
+            "round_good": rnd.good,
+            "reached_limit": rnd.reached_limit,
+            "held_back": rnd.held_back,
+            "full_time": rnd.full_time,
+            "full_since": rnd.full_since,
+            "pause_until": _finite_or_none(until),
+            "pause_start": _finite_or_none(pauses.start),
+            "paused_before": pauses.earlier,
+            "last_start": _finite_or_none(self._last_start),
+            "previous_start": _finite_or_none(self._previous_start),
+            "last_serial": self._last_serial,
+            "latency_since": lat.since,
+            "low": _finite_or_none(lat.low),
+            "earlier_low": _finite_or_none(lat.earlier_low),
+            "high": _finite_or_none(lat.high),
+            "earlier_high": _finite_or_none(lat.earlier_high),
+            "latency_floor": None if lat.floor is None else list(lat.floor),
+            "accepted": list(self._accepted),
+            "doubled": self._doubled,
+            "overloaded_at": None if self._overloaded_at is None else list(self._overloaded_at),
+            "last_decrease": self._last_decrease,
+            "survivors": self._survivors,
+            "survivor_cap": self._survivor_cap,
+            "good_since_decrease": self._good_since_decrease,
+            "rise": None
+            if rise is None
+            else [rise[0], rise[1], rise[2], rise[3], None if rise[4] is None else list(rise[4])],
+            "rise_pages": list(self._rise_pages),
+            "rise_seen": self._rise_seen,
+            "in_flight": [[serial, at] for serial, at in self._live.items()],
+        }
         return {
             "version": _STATE_VERSION,
             "delay": self._gap,
@@ -978,40 +1021,250 @@ class HostController:
             "paused_until": until if math.isfinite(until) else None,
             "pushback": self._pushback,
             "rate_gap": self._rate_gap,
+            "memory": memory,
         }
 
     @classmethod
-    def from_state(cls, cfg: ControllerConfig, state: Mapping[str, Any]) -> HostController:
-        """A controller that goes on from :meth:`state`, fitted into ``cfg``."""
+    def from_state(
+        cls, cfg: ControllerConfig, state: Mapping[str, Any], *, in_flight: bool = False
+    ) -> HostController:
+        """A controller that goes on from :meth:`state`, fitted into ``cfg``.
+
+        ``in_flight``: the requests in flight when the state was taken are still
+        running and their tickets will come back (a fleet's other workers, or the
+        same process); by default they are gone with the process that held them
+        (a resumed crawl queues them again), and their places are free.
+        """
         if not isinstance(state, Mapping):
             raise ValueError(f"controller state {state!r}: expected a mapping")
         host = cls(cfg)
         host._crawl_delay = _state_number(state, "crawl_delay", 0.0)
         host._gap = host._clamp(_state_number(state, "delay", cfg.min_delay))
-        concurrency = state.get("concurrency", host._concurrency)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"controller state concurrency={concurrency!r}: expected >= 1")
+        concurrency = _state_int(state, "concurrency", host._concurrency, 1)
         if cfg.adaptive:
             host._concurrency = min(concurrency, cfg.max_concurrency)
         latencies = state.get("latencies")
         if latencies is None:
             best = _state_optional(state, "best_latency")  # a state of version 1
             latencies = [] if best is None else [best]
-        if not isinstance(latencies, list) or len(latencies) > LATENCY_SAMPLES:
-            raise ValueError(f"controller state latencies={latencies!r}: expected a short list")
-        for value in latencies:
-            _state_number({"latency": value}, "latency", 0.0)
-            host._latency.values.append(float(value))
-        slow_start = state.get("slow_start", False)
-        if not isinstance(slow_start, bool):
-            raise ValueError(f"controller state slow_start={slow_start!r}: expected a boolean")
-        host._slow_start = slow_start
+        host._latency.values.extend(_state_floats(state, "latencies", latencies, LATENCY_SAMPLES))
+        host._slow_start = _state_bool(state, "slow_start", False)
         until = _state_optional(state, "paused_until", allow_negative=True)
         if until is not None:
             host._pauses.until = host._pauses.start = until
         host._pushback = _state_optional(state, "pushback")
         host._rate_gap = _state_optional(state, "rate_gap") if host._pushback else None
+        memory = state.get("memory")
+        if memory is not None:
+            if not isinstance(memory, Mapping):
+                raise ValueError(f"controller state memory={memory!r}: expected a mapping")
+            host._restore_memory(_shifted_memory(memory, until), in_flight=in_flight)
         return host
+
+    def _restore_memory(self, memory: Mapping[str, Any], *, in_flight: bool) -> None:
+        """The rest of :meth:`state`'s ``memory``, checked field by field."""
+        m, cfg = memory, self.cfg
+        self._round_number = _state_int(m, "round", 0, 0)
+        rnd = self._round
+        rnd.good = _state_int(m, "round_good", 0, 0)
+        rnd.reached_limit = _state_bool(m, "reached_limit", False)
+        rnd.held_back = _state_bool(m, "held_back", False)
+        rnd.full_time = _state_number(m, "full_time", 0.0)
+        rnd.full_since = _state_optional(m, "full_since", allow_negative=True)
+        pauses = self._pauses
+        pauses.start = _state_time(m, "pause_start", pauses.start)
+        pauses.earlier = _state_number(m, "paused_before", 0.0)
+        self._last_start = _state_time(m, "last_start", -math.inf)
+        self._previous_start = _state_time(m, "previous_start", -math.inf)
+        self._last_serial = _state_int(m, "last_serial", 0, 0)
+        lat = self._latency
+        lat.since = _state_optional(m, "latency_since", allow_negative=True)
+        lat.low = _state_time(m, "low", math.inf)
+        lat.earlier_low = _state_time(m, "earlier_low", math.inf)
+        lat.high = _state_time(m, "high", -math.inf)
+        lat.earlier_high = _state_time(m, "earlier_high", -math.inf)
+        floor = _state_pair(m, "latency_floor")
+        lat.floor = None if floor is None else (floor[0], floor[1])
+        accepted = _state_floats(m, "accepted", m.get("accepted", []), None, allow_negative=True)
+        self._accepted.extend(accepted[-cfg.pace_samples :])
+        self._doubled = _state_bool(m, "doubled", False)
+        overloaded = _state_pair(m, "overloaded_at")
+        self._overloaded_at = None if overloaded is None else (int(overloaded[0]), overloaded[1])
+        last = m.get("last_decrease")
+        if last not in (None, "good", "neutral", "overload", "rate_limit"):
+            raise ValueError(f"controller state last_decrease={last!r}: expected an outcome")
+        self._last_decrease = last
+        survivors = m.get("survivors")
+        self._survivors = None if survivors is None else _state_int(m, "survivors", 0, 0)
+        self._survivor_cap = _state_int(m, "survivor_cap", 1, 0)
+        self._good_since_decrease = _state_bool(m, "good_since_decrease", False)
+        self._rise = _state_rise(m.get("rise"))
+        self._rise_pages = tuple(
+            _state_floats(m, "rise_pages", m.get("rise_pages", []), 2 * RISE_WINDOW)
+        )
+        self._rise_seen = _state_int(m, "rise_seen", 0, 0)
+        live = m.get("in_flight", [])
+        if not isinstance(live, list):
+            raise ValueError(f"controller state in_flight={live!r}: expected a list")
+        for entry in live:
+            if not (isinstance(entry, list) and len(entry) == 2):
+                raise ValueError(f"controller state in_flight entry {entry!r}: expected a pair")
+            serial = _state_int({"serial": entry[0]}, "serial", 0, 1)
+            at = _state_number({"in_flight": entry[1]}, "in_flight", 0.0, allow_negative=True)
+            if in_flight:
+                self._live[serial] = at
+        if not in_flight:
+            rnd.full_since = None  # the requests that held the limit full are gone
+        if in_flight and live:
+            _skip_serials_past(max(self._live))
+
+
+def shift_state(state: Mapping[str, Any], offset: float) -> dict[str, Any]:
+    """A copy of a :meth:`HostController.state` with every time moved by ``offset``
+    seconds: from one clock to another (a resumed crawl's, POSIX time)."""
+    moved = dict(state)
+    until = moved.get("paused_until")
+    if isinstance(until, (int, float)) and not isinstance(until, bool):
+        moved["paused_until"] = until + offset
+    memory = moved.get("memory")
+    if isinstance(memory, Mapping):
+        moved["memory"] = _moved_memory(memory, offset)
+    return moved
+
+
+#: The times in a state's ``memory``, on the controller's clock (plain numbers).
+_MEMORY_TIMES = (
+    "full_since",
+    "pause_until",
+    "pause_start",
+    "last_start",
+    "previous_start",
+    "latency_since",
+)
+
+
+def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
+    """``memory`` with its times moved by ``offset``: the plain ones, the second of
+    the latency floor and of the overloaded limit, the unpaused-clock starts."""
+
+    def move(value: Any) -> Any:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value + offset
+        return value
+
+    moved = dict(memory)
+    for key in _MEMORY_TIMES:
+        moved[key] = move(moved.get(key))
+    for key in ("latency_floor", "overloaded_at"):
+        pair = moved.get(key)
+        if isinstance(pair, list) and len(pair) == 2:
+            moved[key] = [pair[0], move(pair[1])]
+    rise = moved.get("rise")
+    if (
+        isinstance(rise, list)
+        and len(rise) == 5
+        and isinstance(rise[4], list)
+        and len(rise[4]) == 2
+    ):
+        moved["rise"] = [*rise[:4], [rise[4][0], move(rise[4][1])]]
+    accepted = moved.get("accepted")
+    if isinstance(accepted, list):
+        moved["accepted"] = [move(t) for t in accepted]
+    live = moved.get("in_flight")
+    if isinstance(live, list):
+        moved["in_flight"] = [
+            [e[0], move(e[1])] if isinstance(e, list) and len(e) == 2 else e for e in live
+        ]
+    return moved
+
+
+def _shifted_memory(memory: Mapping[str, Any], until: float | None) -> Mapping[str, Any]:
+    """A state whose ``paused_until`` alone was moved to another clock (a JOBDIR of
+    an earlier release converts that field only): move the memory's times with it."""
+    raw = memory.get("pause_until")
+    if (
+        until is None
+        or isinstance(raw, bool)
+        or not isinstance(raw, (int, float))
+        or not math.isfinite(raw)
+        or raw == until
+    ):
+        return memory
+    return _moved_memory(memory, until - raw)
+
+
+def _skip_serials_past(serial: int) -> None:
+    """Tickets restored in flight keep their serials: later ones must not reuse them."""
+    global _serials
+    current = next(_serials)
+    _serials = itertools.count(max(current, serial + 1))
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _state_time(state: Mapping[str, Any], key: str, infinite: float) -> float:
+    """A time that may be infinite (stored as None): ``infinite`` then."""
+    value = _state_optional(state, key, allow_negative=True)
+    return infinite if value is None else value
+
+
+def _state_int(state: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
+    value = state.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"controller state {key}={value!r}: expected a whole number >= {minimum}")
+    return value
+
+
+def _state_bool(state: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = state.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"controller state {key}={value!r}: expected a boolean")
+    return value
+
+
+def _state_floats(
+    state: Mapping[str, Any],
+    key: str,
+    values: Any,
+    most: int | None,
+    *,
+    allow_negative: bool = False,
+) -> list[float]:
+    if not isinstance(values, list) or (most is not None and len(values) > most):
+        raise ValueError(f"controller state {key}={values!r}: expected a short list")
+    return [
+        _state_number({key: value}, key, 0.0, allow_negative=allow_negative) for value in values
+    ]
+
+
+def _state_pair(state: Mapping[str, Any], key: str) -> tuple[float, float] | None:
+    pair = state.get(key)
+    if pair is None:
+        return None
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ValueError(f"controller state {key}={pair!r}: expected a pair")
+    first, second = _state_floats(state, key, pair, 2, allow_negative=True)
+    return first, second
+
+
+def _state_rise(
+    rise: Any,
+) -> tuple[float, int, float, bool, tuple[int, float] | None] | None:
+    if rise is None:
+        return None
+    if not isinstance(rise, list) or len(rise) != 5:
+        raise ValueError(f"controller state rise={rise!r}: expected five values")
+    fields = {"median": rise[0], "limit": rise[1], "gap": rise[2], "slow_start": rise[3]}
+    overloaded = _state_pair({"overloaded": rise[4]}, "overloaded")
+    return (
+        _state_number(fields, "median", 0.0),
+        _state_int(fields, "limit", 1, 1),
+        _state_number(fields, "gap", 0.0),
+        _state_bool(fields, "slow_start", False),
+        None if overloaded is None else (int(overloaded[0]), overloaded[1]),
+    )
 
 
 def _state_optional(
