@@ -1770,6 +1770,25 @@ def test_bisection_stops_within_half_the_margin_and_holds_there() -> None:
     assert refused <= 4
 
 
+def test_a_bisecting_host_restored_from_its_state_at_any_step_goes_on_the_same() -> None:
+    cfg = ControllerConfig()
+    host, model, now = HostController(cfg), TokenBucket(3, 1, 0.001), 0.0
+    seen_held = seen_hold = False
+    for _ in range(120):
+        now = max(now, host.ready_at(now))
+        twin = HostController.from_state(cfg, json.loads(json.dumps(host.state())))
+        status, latency, retry_after = model.answer(now)
+        kwargs: dict[str, Any] = {"status": status, "latency": latency, "retry_after": retry_after}
+        got = host.finish(host.start(now), now + latency, **kwargs)
+        assert twin.finish(twin.start(now), now + latency, **kwargs) == got
+        assert (twin.delay, twin.paused_until) == (host.delay, host.paused_until)
+        memory = host.state()["memory"]
+        seen_held = seen_held or memory["held"] is not None
+        seen_hold = seen_hold or memory["held_since"] is not None
+        now += latency
+    assert seen_held and seen_hold
+
+
 def test_a_served_404_counts_towards_a_round_in_slow_start() -> None:
     # Bodies of seconds and a third of the links missing (nginx limit_rate): waiting for
     # the round's good pages alone is waiting for its slowest bodies.

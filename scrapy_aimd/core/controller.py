@@ -1141,6 +1141,7 @@ class HostController:
         memory: dict[str, Any] = {
             "round": self._round_number,
             "round_good": rnd.good,
+            "round_served": rnd.served,
             "reached_limit": rnd.reached_limit,
             "held_back": rnd.held_back,
             "full_time": rnd.full_time,
@@ -1169,6 +1170,11 @@ class HostController:
             else [rise[0], rise[1], rise[2], rise[3], None if rise[4] is None else list(rise[4])],
             "rise_pages": list(self._rise_pages),
             "rise_seen": self._rise_seen,
+            "held": self._held,
+            "probe_good": self._probe_good,
+            "held_since": self._held_since,
+            "accepted_start": _finite_or_none(self._accepted_start),
+            "accepted_spacing": self._accepted_spacing,
             "in_flight": [[serial, at] for serial, at in self._live.items()],
         }
         return {
@@ -1228,6 +1234,7 @@ class HostController:
         self._round_number = _state_int(m, "round", 0, 0)
         rnd = self._round
         rnd.good = _state_int(m, "round_good", 0, 0)
+        rnd.served = _state_int(m, "round_served", 0, 0)
         rnd.reached_limit = _state_bool(m, "reached_limit", False)
         rnd.held_back = _state_bool(m, "held_back", False)
         rnd.full_time = _state_number(m, "full_time", 0.0)
@@ -1264,6 +1271,11 @@ class HostController:
             _state_floats(m, "rise_pages", m.get("rise_pages", []), 2 * RISE_WINDOW)
         )
         self._rise_seen = _state_int(m, "rise_seen", 0, 0)
+        self._held = _state_optional(m, "held")
+        self._probe_good = _state_int(m, "probe_good", 0, 0)
+        self._held_since = _state_optional(m, "held_since", allow_negative=True)
+        self._accepted_start = _state_time(m, "accepted_start", -math.inf)
+        self._accepted_spacing = _state_optional(m, "accepted_spacing")
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
@@ -1301,6 +1313,8 @@ _MEMORY_TIMES = (
     "last_start",
     "previous_start",
     "latency_since",
+    "held_since",
+    "accepted_start",
 )
 
 
