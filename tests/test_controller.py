@@ -1915,6 +1915,18 @@ def print_new_cases() -> None:
     name = "limit_conn 2, mixed pages"
     r = run_scenario(name)
     print(f"{name}: {r.throttled} refused in 600 s")
+    name = "limit_req 3/s 429 RA 1, 1 ms"
+    r = crawl_pages(ControllerConfig(), SCENARIOS[name].model(), 30)
+    gaps = [gap for t, gap, _ in first_seconds(name, 60.0).gaps if t >= 10.0]
+    print(
+        f"{name}: 30 pages in {r.duration:.1f} s (ideal 10 s), {r.throttled} refused;"
+        f" gap from 10 s on {min(gaps):.3f}-{max(gaps):.3f} s (limit 0.333)"
+    )
+    name = "limit_rate bodies 1-7 s"
+    r = first_seconds(name, 60.0)
+    reached = next((t for t, limit in r.limits if limit == 8), math.inf)
+    pages = crawl_pages(ControllerConfig(), BodyHost(), 28)
+    print(f"{name}: limit 8 after {reached:.1f} s; 28 answers in {pages.duration:.1f} s")
 
 
 def sweep() -> None:
