@@ -1731,7 +1731,7 @@ def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:
     refusals = [t for t, _, refused in result.gaps if refused]
     assert sum(1 for t in refusals if t < 10.0) <= 4, refusals
     settled = [gap for t, gap, _ in result.gaps if t >= 10.0]
-    # Within half the margin above the limit, and below it only as far as a gentle
+    # Within the margin above the limit, and below it only as far as a gentle
     # probe for a raised limit goes before its refusal.
     assert all(1 / 3 * 0.97 <= gap <= 1 / 3 * 1.1 for gap in settled), (min(settled), max(settled))
     assert sorted(settled)[len(settled) // 2] >= 1 / 3, settled
@@ -1740,7 +1740,7 @@ def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:
     assert result.rate >= 0.9 * 3.0, result
 
 
-def test_bisection_stops_within_half_the_margin_and_holds_there() -> None:
+def test_bisection_stops_within_the_margin_and_holds_there() -> None:
     host = make()
     now = 0.0
     for status in (429, 200, 200):  # 429 at once: a gap of 1 s, then it closes
@@ -1755,19 +1755,47 @@ def test_bisection_stops_within_half_the_margin_and_holds_there() -> None:
     bracket = (0.25, 0.5)
     assert math.sqrt(0.24 * 0.5) <= host.delay <= math.sqrt(0.26 * 0.5)  # the middle
     # The host refuses below 0.4 s: each refusal or accepted probe halves the bracket,
-    # and bisection stops within half the margin, at the narrowest accepted spacing.
-    limit, refused, now = 0.4, 0, now + 1.0
-    last_accepted = -math.inf
-    for _ in range(200):
+    # and bisection stops within the margin, at the narrowest accepted spacing.
+    limit = 0.4
+    now, refused = strict_answers(host, now + 1.0, limit, 200)
+    assert limit <= host.delay <= limit * (1 + ControllerConfig().margin), bracket
+    assert refused <= 4
+
+
+def strict_answers(host: HostController, now: float, limit: float, count: int) -> tuple[float, int]:
+    """``count`` requests to a limiter that refuses a start within ``limit`` seconds of
+    the last one it accepted (429 + Retry-After: 1); the time after, and the refusals."""
+    refused, last_accepted = 0, -math.inf
+    for _ in range(count):
         now = max(now, host.ready_at(now))
         ticket = host.start(now)
         ok = now - last_accepted >= limit
-        status = 200 if ok else 429
         last_accepted = now if ok else last_accepted
         refused += not ok
+        status = 200 if ok else 429
         host.finish(ticket, now + 0.001, status=status, latency=0.001, retry_after=1.0)
-    assert limit <= host.delay <= limit * (1 + ControllerConfig().margin / 2), bracket
-    assert refused <= 4
+    return now, refused
+
+
+def test_a_refusal_at_the_spacing_found_after_it_held_moves_it_half_the_margin() -> None:
+    # Send jitter on a busy machine: the server sees two requests closer than the gap.
+    host = make()
+    now, _ = strict_answers(host, 0.0, 0.4, 60)
+    found = host.delay
+    assert 0.4 <= found <= 0.4 * 1.2
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.001, status=429, latency=0.001, retry_after=1.0)
+    assert host.delay == pytest.approx(found * (1 + ControllerConfig().margin / 2))
+    # Refused there again at once: not jitter (a lowered limit): the usual rules back off.
+    now = max(now + 1.0, host.ready_at(now + 1.0))
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.001, status=200, latency=0.001)
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    wider = host.delay
+    host.finish(ticket, now + 0.001, status=429, latency=0.001, retry_after=1.0)
+    assert host.delay >= 1.5 * wider
 
 
 def test_a_bisecting_host_restored_from_its_state_at_any_step_goes_on_the_same() -> None:

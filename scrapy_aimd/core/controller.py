@@ -107,13 +107,15 @@ limit_req 3 r/s with no burst and Retry-After: 1 (the real benchmark's "rate" ho
 and the simulated one): the first answer after a pause comes a pause late and tests
 nothing, one answer more is proof for a limiter without a burst, and a bucket with a
 burst is caught by its next refusal at the spacing it had accepted."""
-BRACKET = 0.5
+BRACKET = 1.0
 """Bisection stops once the refused and the accepted spacing are within this share
-of ``margin`` of each other (10 % by default). Simulated strict limiters (buckets with
-a burst of 1): at 0.25 the extra probes cost pauses (a crawl of 100 pages from a
-bucket of 5/s: 0.85 of its rate, 3.9 % refused, against 0.88 and 2.9 %); at 0.75 or
-1 a bracket of 10 to 20 % is not bisected, and that bucket kept 0.87 of its rate
-over 600 s, against 0.96."""
+of ``margin`` of each other (20 % by default), and the gap holds at the accepted one.
+nginx's limit_req 3 r/s (the real benchmark's "rate" host, on a loaded machine): at
+0.5 the extra probes cost two more refusals, and the spacing found (0.333 s) was so
+close that send jitter had the server refuse it (0.63 to 0.70 of the host's possible
+time, against 0.74 twice). Simulated strict buckets gain from 0.5 over a long crawl
+(a crawl of 100 pages from a bucket of 5/s with a burst of 1: 0.88 of its rate,
+against 0.85), and lose at 0.25 (0.85, with more refusals)."""
 SNAP = 0.001
 """A gap within this many seconds of its target is at it (below the send jitter of a
 busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
@@ -877,7 +879,7 @@ class HostController:
     def _bracket(self, ticket: Ticket, now: float) -> float | None:
         """Refused at a spacing below one the host accepted: the two bracket its limit,
         so the next probe halves the bracket (in logarithmic terms) instead of the gap
-        closing gently from the accepted spacing; a bracket within half the margin is
+        closing gently from the accepted spacing; a bracket within the margin is
         found, and the gap goes back to the accepted spacing. The gap to set, or None
         where the usual rules apply: the gap did not set the pace, nothing is known to
         be accepted below the refusal, or a bracket not yet found was refused at its
@@ -888,19 +890,19 @@ class HostController:
         if self._gap <= self.floor or not (math.isfinite(refused) and refused > 0):
             return None
         if held is not None and refused >= held * (1 - 1e-9):
-            if self._bisecting():
-                return None
-            # Refused at the spacing found: the send jitter of a busy machine moved two
-            # requests closer at the server than here, or the limit went down. The
-            # bracket is that spacing and the margin above it.
-            refused, held, found = held, held * (1 + margin), False
+            if self._bisecting() or self._probe_good < BISECT_HOLD:
+                return None  # not accepted there for long: the usual rules
+            # Refused at the spacing found after it held: the send jitter of a busy
+            # machine moved two requests closer at the server than here (or the limit
+            # went down, and the next refusal comes soon). Hold half the margin wider.
+            refused, held, found = held, held * (1 + margin / 2), True
         else:
             if last is not None and refused < last and (held is None or last < held):
                 held = last  # the host took this spacing just before: a gentle probe
             if held is None or held <= refused:
                 return None
             found = held <= refused * (1 + BRACKET * margin)
-            if found and self._held is None:
+            if self._held is None and held <= refused * (1 + margin / 2):
                 return None  # nothing bracketed, and too little to bisect
         probe = held if found else math.sqrt(refused * held)
         self._remember_pushback(refused, rate_gap=probe)
@@ -919,7 +921,7 @@ class HostController:
     def _probe_held(self, now: float) -> None:
         """A good answer while bisecting: after ``BISECT_HOLD`` of them the probed gap
         counts as accepted, and the next probe is the middle of the narrower bracket;
-        once that is within half the margin, the gap holds there (see
+        once that is within the margin, the gap holds there (see
         :meth:`_holding`)."""
         held, pushback = self._held, self._pushback
         assert held is not None and pushback is not None
@@ -940,7 +942,7 @@ class HostController:
             self._held_since = now
 
     def _holding(self, now: float) -> bool:
-        """The limit is bracketed within half the margin: probing inside the bracket
+        """The limit is bracketed within the margin: probing inside the bracket
         only costs pauses. The gap holds at the accepted spacing for ``probe_time`` and
         ``probe_requests`` answers, then probes below it gently, for a raised limit: the
         host refuses about one in ``probe_requests`` requests, as elsewhere. Simulated
