@@ -1056,6 +1056,8 @@ def test_cancel_releases_the_place_with_no_feedback() -> None:
     assert host.in_flight == 0
     assert host.ready_at(2.0) <= 2.0 + 1.0
     after = host.state()
+    # What it learnt of the host (the memory keeps the bookkeeping of starts).
+    after.pop("memory"), before.pop("memory")
     assert after == before
 
 
@@ -1353,6 +1355,36 @@ class PathHost:
 
 
 @dataclasses.dataclass
+class BodyHost:
+    """nginx's limit_rate with no other limit: headers at once, bodies that take
+    ``body_min`` to ``body_max`` seconds, and every ``missing``-th link a 404 answered
+    at once. The fetch latency the controller is told is the time to headers
+    (Scrapy's download_latency); the request stays in flight for its whole body."""
+
+    body_min: float = 1.0
+    body_max: float = 7.0
+    missing: int = 3
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(8))
+    served: int = 0
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        self.served += 1
+        if self.served % self.missing == 0:
+            return 404, 0.005, None
+        return 200, self.jitter.uniform(self.body_min, self.body_max), None
+
+    def headers(self, in_flight: float) -> float:
+        return min(in_flight, 0.003)
+
+
+def told_latency(model: ModelHost, in_flight: float) -> float:
+    """The fetch latency the controller is told: the time to headers where the model
+    says so, else the whole time in flight."""
+    headers = getattr(model, "headers", None)
+    return in_flight if headers is None else float(headers(in_flight))
+
+
+@dataclasses.dataclass
 class OutageHost:
     """A healthy host that answers every request with a fast 503, without Retry-After,
     for ``length`` seconds from ``begin`` (a deploy, a restart)."""
@@ -1380,6 +1412,8 @@ class SimResult:
     final: str = ""
     ok_times: list[float] = dataclasses.field(default_factory=list)
     """When each accepted answer came back."""
+    gaps: list[tuple[float, float, bool]] = dataclasses.field(default_factory=list)
+    """(time, gap after it, refused) for every answer."""
     limits: list[tuple[float, int]] = dataclasses.field(default_factory=list)
     """(time, limit) each time the concurrency limit changed."""
 
@@ -1431,7 +1465,8 @@ def drive(
         while host.ready_at(now) <= now:
             ticket = host.start(now)
             status, latency, retry_after = model.answer(now)
-            event = (now + latency, ticket.serial, ticket, status, latency, retry_after)
+            told = told_latency(model, latency)
+            event = (now + latency, ticket.serial, ticket, status, told, retry_after)
             heapq.heappush(events, event)
         next_event = events[0][0] if events else math.inf
         next_time = min(host.ready_at(now), next_event, end)
@@ -1442,6 +1477,7 @@ def drive(
             reaction = host.finish(
                 ticket, now, status=status, latency=latency, retry_after=retry_after
             )
+            result.gaps.append((now, host.delay, reaction.refused))
             if reaction.refused:
                 result.throttled += 1
             else:
@@ -1531,6 +1567,14 @@ SCENARIOS: dict[str, Scenario] = {
     "bucket 20/s b20, RA 2, 0.2 s": Scenario(
         lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.85
     ),
+    # nginx's limit_req 3 r/s with no burst, 429 + Retry-After: 1, answers in 1 ms (the
+    # real benchmark's "rate" host).
+    "limit_req 3/s 429 RA 1, 1 ms": Scenario(
+        lambda: TokenBucket(3, 1, 0.001), 3.0, 0.9, max_refused=0.02
+    ),
+    # nginx's limit_rate: headers at once, bodies of 1 to 7 s, a third of the links
+    # 404 (the real benchmark's "slow" host), with room for the default 8.
+    "limit_rate bodies 1-7 s": Scenario(BodyHost, 8 / (2 / 3 * 4.0), 0.9),
     # A healthy host that answers 503 for a minute at 60 s.
     "outage 60 s, 0.1 s": Scenario(
         lambda: OutageHost(0.1, 60.0, 60.0), 8 / 0.1 * (600 - 60) / 600, 0.85
@@ -1552,7 +1596,8 @@ def crawl_pages(
         while host.ready_at(now) <= now and result.ok + len(events) < pages:
             ticket = host.start(now)
             status, latency, retry_after = model.answer(now)
-            event = (now + latency, ticket.serial, ticket, status, latency, retry_after)
+            told = told_latency(model, latency)
+            event = (now + latency, ticket.serial, ticket, status, told, retry_after)
             heapq.heappush(events, event)
         wanted = result.ok + len(events) < pages
         now = min(host.ready_at(now) if wanted else math.inf, events[0][0] if events else math.inf)
@@ -1678,6 +1723,135 @@ def test_a_bursty_bucket_is_found_in_at_most_two_pauses() -> None:
     assert result.rate >= 0.8 * 20.0, result
 
 
+def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:
+    # nginx limit_req 3 r/s, no burst, 429 + Retry-After: 1: refused at a gap of 0.25 s
+    # just after 0.5 s was accepted. The limit (1/3 s) lies between: bisect, do not
+    # close gently from 0.5 s (that took the whole crawl at 1.8 times the spacing).
+    result = run_scenario("limit_req 3/s 429 RA 1, 1 ms")
+    refusals = [t for t, _, refused in result.gaps if refused]
+    assert sum(1 for t in refusals if t < 10.0) <= 4, refusals
+    settled = [gap for t, gap, _ in result.gaps if t >= 10.0]
+    # Within the margin above the limit, and below it only as far as a gentle
+    # probe for a raised limit goes before its refusal.
+    assert all(1 / 3 * 0.97 <= gap <= 1 / 3 * 1.1 for gap in settled), (min(settled), max(settled))
+    assert sorted(settled)[len(settled) // 2] >= 1 / 3, settled
+    # Each overshoot costs a pause: few refusals, and not one per gentle probe.
+    assert result.throttled_fraction < 0.02, result
+    assert result.rate >= 0.9 * 3.0, result
+
+
+def test_bisection_stops_within_the_margin_and_holds_there() -> None:
+    host = make()
+    now = 0.0
+    for status in (429, 200, 200):  # 429 at once: a gap of 1 s, then it closes
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        now += 0.001
+        host.finish(ticket, now, status=status, latency=0.001, retry_after=1.0)
+    assert host.delay == pytest.approx(0.25, abs=0.01)
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.001, status=429, latency=0.001, retry_after=1.0)
+    bracket = (0.25, 0.5)
+    assert math.sqrt(0.24 * 0.5) <= host.delay <= math.sqrt(0.26 * 0.5)  # the middle
+    # The host refuses below 0.4 s: each refusal or accepted probe halves the bracket,
+    # and bisection stops within the margin, at the narrowest accepted spacing.
+    limit = 0.4
+    now, refused = strict_answers(host, now + 1.0, limit, 200)
+    assert limit <= host.delay <= limit * (1 + ControllerConfig().margin), bracket
+    assert refused <= 4
+
+
+def strict_answers(host: HostController, now: float, limit: float, count: int) -> tuple[float, int]:
+    """``count`` requests to a limiter that refuses a start within ``limit`` seconds of
+    the last one it accepted (429 + Retry-After: 1); the time after, and the refusals."""
+    refused, last_accepted = 0, -math.inf
+    for _ in range(count):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        ok = now - last_accepted >= limit
+        last_accepted = now if ok else last_accepted
+        refused += not ok
+        status = 200 if ok else 429
+        host.finish(ticket, now + 0.001, status=status, latency=0.001, retry_after=1.0)
+    return now, refused
+
+
+def test_a_refusal_at_the_spacing_found_after_it_held_moves_it_half_the_margin() -> None:
+    # Send jitter on a busy machine: the server sees two requests closer than the gap.
+    host = make()
+    now, _ = strict_answers(host, 0.0, 0.4, 60)
+    found = host.delay
+    assert 0.4 <= found <= 0.4 * 1.2
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.001, status=429, latency=0.001, retry_after=1.0)
+    assert host.delay == pytest.approx(found * (1 + ControllerConfig().margin / 2))
+    # Refused there again at once: not jitter (a lowered limit): the usual rules back off.
+    now = max(now + 1.0, host.ready_at(now + 1.0))
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.001, status=200, latency=0.001)
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    wider = host.delay
+    host.finish(ticket, now + 0.001, status=429, latency=0.001, retry_after=1.0)
+    assert host.delay >= 1.5 * wider
+
+
+def test_a_bisecting_host_restored_from_its_state_at_any_step_goes_on_the_same() -> None:
+    cfg = ControllerConfig()
+    host, model, now = HostController(cfg), TokenBucket(3, 1, 0.001), 0.0
+    seen_held = seen_hold = False
+    for _ in range(120):
+        now = max(now, host.ready_at(now))
+        twin = HostController.from_state(cfg, json.loads(json.dumps(host.state())))
+        status, latency, retry_after = model.answer(now)
+        kwargs: dict[str, Any] = {"status": status, "latency": latency, "retry_after": retry_after}
+        got = host.finish(host.start(now), now + latency, **kwargs)
+        assert twin.finish(twin.start(now), now + latency, **kwargs) == got
+        assert (twin.delay, twin.paused_until) == (host.delay, host.paused_until)
+        memory = host.state()["memory"]
+        seen_held = seen_held or memory["held"] is not None
+        seen_hold = seen_hold or memory["held_since"] is not None
+        now += latency
+    assert seen_held and seen_hold
+
+
+def test_a_served_404_counts_towards_a_round_in_slow_start() -> None:
+    # Bodies of seconds and a third of the links missing (nginx limit_rate): waiting for
+    # the round's good pages alone is waiting for its slowest bodies.
+    host = make()
+    now = one_good(host, 0.0)
+    assert host.concurrency == 2
+    first, second = host.start(now), host.start(now)
+    host.finish(first, now + 0.1, status=404, latency=0.005)
+    assert host.concurrency == 2
+    host.finish(second, now + 3.0, status=200, latency=0.003)
+    assert host.concurrency == 4
+
+
+def test_a_404_counts_for_nothing_after_slow_start() -> None:
+    host = make()
+    now = grow_to(host, 2)
+    ticket = host.start(now)
+    host.finish(ticket, now + 0.01, status=503)  # the first pushback: slow start ends
+    limit = host.concurrency
+    now += 1.0
+    for _ in range(10):
+        ticket = host.start(now)
+        host.finish(ticket, now + 0.01, status=404, latency=0.01)
+        now += 0.02
+    assert host.concurrency == limit
+
+
+def test_a_slow_host_with_slow_bodies_reaches_its_limit_in_a_few_rounds() -> None:
+    # Every answer counts once the host served it: the round does not wait for its
+    # slowest body while its 404s came back at once.
+    result = first_seconds("limit_rate bodies 1-7 s", 60.0)
+    reached = next(t for t, limit in result.limits if limit == 8)
+    assert reached < 3 * 7.0, result.limits
+
+
 def test_a_capacity_host_converges_to_its_capacity() -> None:
     for capacity, latency in ((4, 0.2), (2, 1.0)):
         result = simulate(ControllerConfig(), CapacityHost(capacity, latency), 600.0)
@@ -1769,6 +1943,18 @@ def print_new_cases() -> None:
     name = "limit_conn 2, mixed pages"
     r = run_scenario(name)
     print(f"{name}: {r.throttled} refused in 600 s")
+    name = "limit_req 3/s 429 RA 1, 1 ms"
+    r = crawl_pages(ControllerConfig(), SCENARIOS[name].model(), 30)
+    gaps = [gap for t, gap, _ in first_seconds(name, 60.0).gaps if t >= 10.0]
+    print(
+        f"{name}: 30 pages in {r.duration:.1f} s (ideal 10 s), {r.throttled} refused;"
+        f" gap from 10 s on {min(gaps):.3f}-{max(gaps):.3f} s (limit 0.333)"
+    )
+    name = "limit_rate bodies 1-7 s"
+    r = first_seconds(name, 60.0)
+    reached = next((t for t, limit in r.limits if limit == 8), math.inf)
+    pages = crawl_pages(ControllerConfig(), BodyHost(), 28)
+    print(f"{name}: limit 8 after {reached:.1f} s; 28 answers in {pages.duration:.1f} s")
 
 
 def sweep() -> None:

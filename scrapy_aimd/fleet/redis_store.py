@@ -316,7 +316,7 @@ class FleetFrontier(Generic[T]):
                 ticket, at, status=status, latency=latency, retry_after=retry_after
             )
 
-        at = self._event_time(claim, now)
+        at = self._event_time(claim, now, latency)
         return self._update(claim.host, event, started=claim.started, lease=claim.lease, done=done)
 
     def fail(
@@ -340,8 +340,17 @@ class FleetFrontier(Generic[T]):
 
         self._update(host, event, started=None, lease="", done=False)
 
-    def _event_time(self, claim: Claim[T], now: float | None) -> float:
+    def _event_time(
+        self, claim: Claim[T], now: float | None, latency: float | None = None
+    ) -> float:
+        """When the answer came back, on the fleet's clock: never before its claim,
+        nor before its fetch could have taken ``latency``. The worker's estimate of
+        the server's clock runs from its latest reply, so it may lag a little; an
+        answer timed before its own fetch ended would read as a round that never
+        loaded the host."""
         at = self.fleet.now() if now is None else now
+        if latency is not None and math.isfinite(latency) and latency > 0:
+            at = max(at, claim.started + latency)
         return max(at, claim.started)
 
     def _update(
