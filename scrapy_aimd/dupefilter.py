@@ -1,7 +1,7 @@
 """AimdDupeFilter (for ``DUPEFILTER_CLASS``): one fetch per canonical page.
 
 It keeps 64-bit request keys (see :mod:`scrapy_aimd.fingerprint`) in a
-:class:`~scrapy_aimd.core.dedup.SeenSet`, about 12 bytes a request where Scrapy's
+:class:`~scrapy_aimd.core.dedup.SeenSet`, about 12 bytes a request at 10 million where Scrapy's
 RFPDupeFilter spends about 95.
 
 Two differences from RFPDupeFilter:
