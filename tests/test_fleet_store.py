@@ -274,11 +274,6 @@ def test_workers_taking_turns_apply_what_the_state_carries(frontier: Frontiers) 
     assert sum(w.counters.conflicts for w in workers) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HostController.state() does not carry the rules' whole memory yet (pace samples, "
-    "round, overloaded_at, latency window): see docs/fleet.rst, 'One set of rules'",
-)
 def test_workers_taking_turns_apply_every_rule_as_a_local_controller(
     frontier: Frontiers,
 ) -> None:
