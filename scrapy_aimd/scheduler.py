@@ -37,6 +37,7 @@ from scrapy_aimd.crawl import crawl_parts, request_host, request_origin
 from scrapy_aimd.jobdir import Jobdir
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
+from scrapy_aimd.settings import AimdSettingsError
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.wake import WakeTimer
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from twisted.internet.defer import Deferred
     from typing_extensions import Self
+
+    from scrapy_aimd.fleet_scheduler import FleetScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -91,23 +94,30 @@ class AimdScheduler:
         self.jobdir: Jobdir | None = None
         self.shutdown_grace = shutdown_grace
         self.shutdown: ShutdownGrace | None = None
+        #: With AIMD_REDIS_URL, the fleet path does the work (scrapy_aimd.fleet_scheduler).
+        self.fleet: FleetScheduler | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         settings = crawler.settings
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
-        return cls(
+        scheduler = cls(
             crawler,
             build_from_crawler(dupefilter_cls, crawler),
             events_file=settings.get("AIMD_EVENTS_FILE") or None,
             jobdir=job_dir(settings),
             shutdown_grace=read_grace(settings),
         )
+        if settings.get("AIMD_REDIS_URL"):
+            scheduler.fleet = _fleet_scheduler(crawler)
+        return scheduler
 
     # -- the scheduler interface -------------------------------------------------
 
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
+        if self.fleet is not None:
+            return self.fleet.open(spider, self.df)
         if self.jobdir_path:
             self.jobdir = Jobdir(
                 self.jobdir_path, self.crawler, spider, self.df, self.flights, clock=self.clock
@@ -135,6 +145,8 @@ class AimdScheduler:
         return self.df.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
+        if self.fleet is not None:
+            return self.fleet.close(reason)
         now = self.clock()
         self.wake.cancel()
         if self.shutdown is not None:
@@ -158,10 +170,14 @@ class AimdScheduler:
         return closed
 
     def has_pending_requests(self) -> bool:
+        if self.fleet is not None:
+            return self.fleet.has_pending_requests()
         held = self.robots.held if self.robots is not None else 0
         return len(self.frontier) + held + len(self.denied) > 0
 
     def enqueue_request(self, request: Request) -> bool:
+        if self.fleet is not None:
+            return self.fleet.enqueue_request(request)
         try:
             if not request.dont_filter and self.df.request_seen(request):
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
@@ -213,6 +229,8 @@ class AimdScheduler:
             )
 
     def next_request(self) -> Request | None:
+        if self.fleet is not None:
+            return self.fleet.next_request()
         # An exception raised here would break the engine's loop quietly (it then
         # crawls on its 5 s heartbeat only): stop the crawl loudly instead.
         try:
@@ -377,6 +395,20 @@ class AimdScheduler:
             if restored is not None:
                 return restored
         return HostController(cfg)
+
+
+def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
+    """The fleet path (imported only with AIMD_REDIS_URL: it needs ``redis``)."""
+    try:
+        from scrapy_aimd.fleet_scheduler import FleetScheduler
+    except ImportError as exc:
+        raise AimdSettingsError(
+            "AIMD_REDIS_URL",
+            crawler.settings.get("AIMD_REDIS_URL"),
+            """the redis client """
+            f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
+        ) from exc
+    return FleetScheduler.from_crawler(crawler)
 
 
 def _depth(request: Request) -> int:

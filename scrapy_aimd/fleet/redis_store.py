@@ -50,8 +50,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Seconds a lease holds past the download timeout, and after a response
-#: while the callback runs, before its request is queued again.
+#: while the callback runs, before its request is queued again (at most: with
+#: a download timeout below it, that timeout, and never below MIN_MARGIN).
 LEASE_MARGIN: Final = 30.0
+MIN_MARGIN: Final = 5.0
 #: Expired leases a claim puts back first (the rest: the next claims, or reap()).
 REAP_PER_CLAIM: Final = 16
 #: Attempts of a feedback whose host state other workers keep moving.
@@ -66,8 +68,10 @@ _PRIORITY_LIMIT: Final = 1 << 31
 
 
 def lease_time(download_timeout: float) -> float:
-    """How long a claim holds: the download timeout plus :data:`LEASE_MARGIN`."""
-    return download_timeout + LEASE_MARGIN
+    """How long a claim holds: the download timeout plus a margin, :data:`LEASE_MARGIN`
+    or, for short timeouts, the timeout itself (at least :data:`MIN_MARGIN`): a crawl
+    that times out fast gets a killed worker's requests back as fast."""
+    return download_timeout + min(LEASE_MARGIN, max(MIN_MARGIN, download_timeout))
 
 
 def sort_score(priority: int, depth: int) -> int:
@@ -165,6 +169,8 @@ class FleetFrontier(Generic[T]):
         self._config = config
         self._configs: dict[str, tuple[ControllerConfig, tuple[str, str]]] = {}
         self.lease_time = lease_time
+        #: Seconds a lease still holds after its answer, while the callback runs.
+        self.callback_time = min(LEASE_MARGIN, lease_time)
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
         #: Each host's controller as of the reply it was built from.
@@ -350,7 +356,7 @@ class FleetFrontier(Generic[T]):
                 *result.limits.as_args(),
                 lease,
                 "1" if done else "0",
-                repr(LEASE_MARGIN),
+                repr(self.callback_time),
                 result.tickets,
                 result.replayed,
                 result.last_replayed,
