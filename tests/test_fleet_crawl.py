@@ -86,8 +86,8 @@ def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(
     assert sum(w.stats().get("aimd/fleet/duplicates", 0) for w in fleet) >= 2 * len(specs)
     # Every worker's events name it.
     for worker in fleet:
-        events = worker.events()
-        assert events and all(e.get("worker") == worker.stats()["aimd/fleet/worker"] for e in events)
+        name, events = worker.stats()["aimd/fleet/worker"], worker.events()
+        assert events and all(e.get("worker") == name for e in events)
 
 
 def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) -> None:
@@ -126,7 +126,7 @@ def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: 
     # expired: requests in flight, and answered ones whose callbacks had not run).
     reaped = sum(w.stats().get("aimd/fleet/reaped", 0) for w in fleet[1:])
     twice = sum(s.duplicate_fetches for s in summaries.values())
-    assert 0 < reaped and twice <= reaped, (twice, reaped)
+    assert reaped > 0 and twice <= reaped, (twice, reaped)
 
 
 def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str) -> None:
