@@ -244,9 +244,7 @@ def _drive(
     return differences
 
 
-SMALL = ControllerConfig(
-    min_delay=0.0, max_delay=0.3, initial_backoff=0.05, max_concurrency=4
-)
+SMALL = ControllerConfig(min_delay=0.0, max_delay=0.3, initial_backoff=0.05, max_concurrency=4)
 #: Growth, overload, rate limits, timeouts and Retry-After pauses, with requests
 #: in flight together once the limit has grown.
 EVENTS: list[object] = [200] * 5 + [503, 200, 200, 200, 429, 200, "timeout", 200, (503, 0.05)]
