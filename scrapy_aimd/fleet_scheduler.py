@@ -42,6 +42,7 @@ from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import crawl_parts, request_host
 from scrapy_aimd.events import EventLog
+from scrapy_aimd.feedback_middleware import THROTTLE_RETRIES_META
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
 from scrapy_aimd.fleet.connection import masked_url
@@ -313,7 +314,7 @@ class FleetScheduler:
         otherwise (start requests are checked all the same: every worker sends
         them)."""
         key: int | None = None
-        if not request.dont_filter or request.meta.get("is_start_request"):
+        if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
         self.pending.append(
             Item(
@@ -500,6 +501,19 @@ class FleetScheduler:
             self._stop(exc, "set_crawl_delay")
             return
         self.reporter.crawl_delay(host, self.clock(), crawl_delay, self._controller(host))
+
+
+def _a_start_request(request: Request) -> bool:
+    """A start request as the spider sent it (``dont_filter`` by Scrapy's default
+    ``start()``): checked against the seen set, or every worker fetches it. Not
+    once it is sent again (a retry or a requeue after a refusal keeps its meta):
+    that one is already in the set."""
+    meta = request.meta
+    return bool(
+        meta.get("is_start_request")
+        and not meta.get("retry_times")
+        and THROTTLE_RETRIES_META not in meta
+    )
 
 
 def _depth(request: Request) -> int:

@@ -42,9 +42,13 @@ class Worker:
 
 
 def start_worker(
-    start_urls: list[str], out: Path, redis_url: str, settings: dict[str, Any] | None = None
+    start_urls: list[str],
+    out: Path,
+    redis_url: str | None,
+    settings: dict[str, Any] | None = None,
 ) -> Worker:
-    """A crawl process of the fleet, started (not waited for)."""
+    """A crawl process of the fleet, started (not waited for); without
+    ``redis_url``, a single process."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "config.json"
     config.write_text(
@@ -53,7 +57,7 @@ def start_worker(
                 "start_urls": start_urls,
                 "settings": {
                     **AIMD,
-                    "AIMD_REDIS_URL": redis_url,
+                    **({"AIMD_REDIS_URL": redis_url} if redis_url else {}),
                     "AIMD_EVENTS_FILE": str(out / "events.jsonl"),
                     **(settings or {}),
                 },

@@ -201,3 +201,17 @@ def test_redis_lost_mid_crawl_stops_the_worker_cleanly(tmp_path: Path) -> None:
     assert worker.stats().get("finish_reason") == "aimd_redis_lost"
     assert "ERROR" in worker.log() and "Stopping this fleet worker" in worker.log()
     assert "Traceback" not in worker.log()
+
+
+def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_url: str) -> None:
+    """A start request sent again after a 429 keeps its meta: it is not taken for
+    the repeat of another worker's start request."""
+    specs = [HostSpec(name="paused", pages=6, pause_first=5.0, pause_retry_after=1)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 2, {})
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    summary = summarize(log, specs)["paused"]
+    assert summary.throttled >= 1
+    assert summary.pages_fetched == summary.pages_total, summary
