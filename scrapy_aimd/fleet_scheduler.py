@@ -369,12 +369,28 @@ class FleetScheduler:
             self.wake.arm(now + wait, now)
             return None
         request, host = claim.item, claim.host
+        if self._waits_for_robots(request):
+            # Another worker queued it; this one has yet to read the origin's
+            # robots.txt (its fetch is started). Sent later, after the rules came,
+            # it would reach the host closer to the next start than the gap: back
+            # to the queue, for a worker that knows the rules, or this one later.
+            self.frontier.give_back([claim.lease])
+            self.stats.inc_value("aimd/fleet/robots_given_back")
+            self.wake.arm(now + POLL, now)
+            return None
         self.claims[request] = claim
         self.flights.handed_out(request, host, None, now)
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
         self._status = None
         return request
+
+    def _waits_for_robots(self, request: Request) -> bool:
+        return (
+            self.robots is not None
+            and ROBOTS_META not in request.meta
+            and self.robots.verdict(request) is Verdict.WAIT
+        )
 
     def _finish_done(self, *, force: bool) -> None:
         """Forget the leases of requests the engine is done with (their children are
