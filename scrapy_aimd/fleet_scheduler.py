@@ -32,6 +32,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals as scrapy_signals
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
@@ -210,6 +211,9 @@ class FleetScheduler:
             lease_time=self._lease_time,
         )
         self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
+        self.crawler.signals.connect(
+            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
+        )
         self.reporter.open(self.clock(), spider.name)
         warn_about_downloader_throttling(self.crawler.settings, self.configs.default)
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
@@ -237,6 +241,9 @@ class FleetScheduler:
         if self.shutdown is not None:
             self.shutdown.stop()
         self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
+        self.crawler.signals.disconnect(
+            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
+        )
         held = len(self.claims)
         self.stats.set_value("aimd/in_flight_at_close", held)
         hosts: list[tuple[str, HostController]] = []
@@ -454,6 +461,21 @@ class FleetScheduler:
             deferred_from_coro(engine.close_spider_async(reason=reason))
 
     # -- feedback ------------------------------------------------------------------
+
+    def _on_reached_downloader(self, request: Request, **_: Any) -> None:
+        """Time the host's gap from the send, where the host has a gap: a worker's
+        reactor may send a request tens of milliseconds after its claim, and
+        another worker's next start must not come that much closer (one round
+        trip, skipped for hosts that go without a gap)."""
+        claim = self.claims.get(request)
+        if claim is None or self.lost or self.frontier is None:
+            return
+        if self._controller(claim.host).delay <= 0:
+            return
+        try:
+            self.frontier.sent(claim)
+        except Exception as exc:
+            self._stop(exc, "request_reached_downloader")
 
     def _on_feedback(
         self,

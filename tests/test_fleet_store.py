@@ -361,6 +361,21 @@ def test_a_crawl_delay_set_on_a_host_holds_every_worker(frontier: Frontiers) -> 
     assert view.state["crawl_delay"] == 0.5
 
 
+def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontiers) -> None:
+    """A request sent after its claim moves the host's gap with it, fleet-wide."""
+    gapped = replace(FAST, min_delay=0.5, max_concurrency=2)
+    a, b = frontier(gapped), frontier(gapped)
+    a.push([Item("h", b"1"), Item("h", b"2")])
+    first = claim_now(a)
+    time.sleep(0.1)
+    assert a.sent(first)
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert wait.ready_at >= first.started + 0.5 + 0.09
+    a.finish(first, status=200, latency=0.001, done=True)
+    assert not a.sent(first)  # its place is free: nothing to move
+
+
 def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(
     server: RedisServer, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:

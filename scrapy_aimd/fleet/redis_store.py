@@ -386,6 +386,12 @@ class FleetFrontier(Generic[T]):
             f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
         )
 
+    def sent(self, claim: Claim[T]) -> bool:
+        """The claimed request left this worker now, later than its claim: the
+        host's gap counts from now (one round trip; worth it only where the host
+        has a gap). False if the lease no longer holds its place."""
+        return bool(self.fleet.call("sent", claim.host, claim.lease, repr(self.fleet.now())))
+
     # -- leases ------------------------------------------------------------------------
 
     def done(self, leases: Iterable[str]) -> int:
