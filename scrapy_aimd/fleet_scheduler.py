@@ -63,7 +63,6 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from twisted.internet.defer import Deferred
 
-    from scrapy_aimd.core.controller import Reaction
     from scrapy_aimd.fleet import FleetStatus
 
 logger = logging.getLogger(__name__)
@@ -210,20 +209,14 @@ class FleetScheduler:
             config=self.configs.for_host,
             lease_time=self._lease_time,
         )
-        self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
-        self.crawler.signals.connect(
-            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
-        )
+        for handler, signal in self._handlers():
+            self.crawler.signals.connect(handler, signal=signal)
         self.reporter.open(self.clock(), spider.name)
         warn_about_downloader_throttling(self.crawler.settings, self.configs.default)
         self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if self.robots is not None:
             self.robots.attach(self, self.clock)
-        if self.shutdown_grace is not None:
-            self.shutdown = ShutdownGrace(
-                self.crawler, self.shutdown_grace, self.flights, resumable=True
-            )
-            self.shutdown.start()
+        self.shutdown = self._grace()
         logger.info(
             "Fleet worker %s on %s, key prefix %s (closes after %.1fs with nothing "
             "queued or leased fleet-wide)",
@@ -240,10 +233,8 @@ class FleetScheduler:
         self.wake.cancel()
         if self.shutdown is not None:
             self.shutdown.stop()
-        self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
-        self.crawler.signals.disconnect(
-            self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
-        )
+        for handler, signal in self._handlers():
+            self.crawler.signals.disconnect(handler, signal=signal)
         held = len(self.claims)
         self.stats.set_value("aimd/in_flight_at_close", held)
         hosts: list[tuple[str, HostController]] = []
@@ -270,6 +261,21 @@ class FleetScheduler:
         self.reporter.close(now, reason, hosts)
         self.fleet.close()  # the shared state stays: other workers may go on
         return self.df.close(reason) if self.df is not None else None
+
+    def _grace(self) -> ShutdownGrace | None:
+        """AIMD_SHUTDOWN_GRACE, started: cancelled downloads go back to the queues."""
+        if self.shutdown_grace is None:
+            return None
+        grace = ShutdownGrace(self.crawler, self.shutdown_grace, self.flights, resumable=True)
+        grace.start()
+        return grace
+
+    def _handlers(self) -> list[tuple[Callable[..., None], object]]:
+        """The signals this path listens to while the spider is open."""
+        return [
+            (self._on_feedback, signals.response_feedback),
+            (self._on_reached_downloader, scrapy_signals.request_reached_downloader),
+        ]
 
     def has_pending_requests(self) -> bool:
         if self.local or self.pending or self.claims:
@@ -477,49 +483,36 @@ class FleetScheduler:
         except Exception as exc:
             self._stop(exc, "request_reached_downloader")
 
-    def _on_feedback(
-        self,
-        request: Request,
-        status: int | None = None,
-        latency: float | None = None,
-        retry_after: float | None = None,
-        exception: BaseException | None = None,
-        timeout: bool = False,
-        downloaded: bool = True,
-        **_: Any,
-    ) -> None:
+    def _on_feedback(self, request: Request, **feedback: Any) -> None:
+        """``response_feedback``: the answer goes to the host's state in Redis."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return  # robots.txt, a local request, or not ours
-        if not downloaded or self.flights.cancelled(request):
+        if not feedback.get("downloaded", True) or self.flights.cancelled(request):
             self.reporter.cancelled()
             return  # the lease goes with done(), which frees its place
         host, now = claim.host, self.clock()
-        before_controller = self._controller(host)
-        before = (before_controller.delay, before_controller.concurrency)
-        reaction: Reaction | None
+        known = self._controller(host)
+        before = (known.delay, known.concurrency)
+        status, exception = feedback.get("status"), feedback.get("exception")
+        timeout = bool(feedback.get("timeout"))
+        told: dict[str, Any]
         try:
             if exception is not None or status is None:
                 reaction = self.frontier.fail(claim, timeout=timeout)
+                told = {"error": type(exception).__name__, "timeout": timeout}
             else:
+                latency = feedback.get("latency")
                 reaction = self.frontier.finish(
-                    claim, status=status, latency=latency, retry_after=retry_after
+                    claim, status=status, latency=latency, retry_after=feedback.get("retry_after")
                 )
+                told = {"status": status, "latency": latency}
         except Exception as exc:
             self._stop(exc, "feedback")
             return
         if reaction is None:
             return
-        controller = self._controller(host)
-        if exception is not None or status is None:
-            error = type(exception).__name__
-            self.reporter.answered(
-                host, now, reaction, controller, before, error=error, timeout=timeout
-            )
-        else:
-            self.reporter.answered(
-                host, now, reaction, controller, before, status=status, latency=latency
-            )
+        self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
         flight = self.flights.get(request)
         if flight is not None:
             flight.reaction = reaction

@@ -65,12 +65,8 @@ def start_worker(
             }
         )
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), str(RUNNER.parent), os.environ.get("PYTHONPATH", "")]
-        ),
-    }
+    paths = [str(ROOT), str(RUNNER.parent), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     process = subprocess.Popen(
         [sys.executable, str(RUNNER), str(config)],
         env=env,
