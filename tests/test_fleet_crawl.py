@@ -59,6 +59,13 @@ def workers(
     ]
 
 
+def wait_for_requests(farm: FarmProcess, count: int, timeout: float = 30) -> None:
+    """Until the farm has seen ``count`` requests (bounded)."""
+    deadline = time.monotonic() + timeout
+    while len(farm.read_log()) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def assert_finished(fleet: list[Worker]) -> None:
     for worker in fleet:
         assert worker.code == 0, worker.stderr[-3000:]
@@ -110,10 +117,11 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
 def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: str) -> None:
     specs = [HostSpec(name=f"h{n}", pages=30, latency=0.2) for n in range(3)]
     with start_farm(specs, max_seconds=120) as farm:
-        fleet = workers(farm, tmp_path, redis_url, 3, {})
-        deadline = time.monotonic() + 30
-        while len(farm.read_log()) < 20 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        # The one to kill starts first: it is surely at work when the others join.
+        fleet = workers(farm, tmp_path, redis_url, 1, {})
+        wait_for_requests(farm, 10)
+        fleet += [start_worker(urls_of(farm), tmp_path / f"w{n}", redis_url, FLEET) for n in (1, 2)]
+        wait_for_requests(farm, 25)
         fleet[0].process.send_signal(signal.SIGKILL)
         wait_for(fleet, 90)
         log = farm.read_log()
@@ -135,9 +143,7 @@ def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str
     specs = [HostSpec(name=f"h{n}", pages=40, latency=0.25) for n in range(2)]
     with start_farm(specs, max_seconds=120) as farm:
         fleet = workers(farm, tmp_path, redis_url, 1, settings)
-        deadline = time.monotonic() + 30
-        while len(farm.read_log()) < 10 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for_requests(farm, 10)
         late = start_worker(urls_of(farm), tmp_path / "late", redis_url, {**FLEET, **settings})
         wait_for([*fleet, late], 90)
         log = farm.read_log()
@@ -189,9 +195,7 @@ def test_redis_lost_mid_crawl_stops_the_worker_cleanly(tmp_path: Path) -> None:
     try:
         with start_farm(specs, max_seconds=120) as farm:
             fleet = workers(farm, tmp_path, server.url, 1, {})
-            deadline = time.monotonic() + 30
-            while len(farm.read_log()) < 5 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for_requests(farm, 5)
             server.stop()
             wait_for(fleet, 60)
     finally:
