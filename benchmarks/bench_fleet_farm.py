@@ -55,7 +55,9 @@ def crawl(
     """One crawl of a fresh farm: ``workers`` = 0 is one process without Redis."""
     server = RedisServer().start() if workers else None
     try:
-        with start_farm(specs, max_seconds=CAP + 60) as farm:
+        # The farm's clock (its outage, pauses, buckets) starts at the first request,
+        # so that a fleet that takes longer to start meets the same farm.
+        with start_farm(specs, max_seconds=CAP + 60, clock="first_request") as farm:
             urls = [url + "/" for url in farm.urls.values()]
             common = {"ROBOTSTXT_OBEY": True, "AIMD_FLEET_IDLE_CLOSE": 2.0, **settings}
             url = server.url if server else None
