@@ -83,12 +83,16 @@ class Reporter:
         self.clock = clock or time.monotonic
         if self.events_file:
             path = events_path(self.events_file, _spider_params(self.crawler, spider))
-            self.events = EventLog(path, now=now, spider=spider)
+            self.events = self.event_log(path, now=now, spider=spider)
         self.crawler.signals.connect(self._on_response, signal=scrapy_signals.response_received)
         if hosts is not None and self.live_interval > 0:
             self._view = HostsView(hosts, self.clock)
             self._live = create_looping_call(self._log_hosts)
             self._live.start(self.live_interval, now=False)
+
+    def event_log(self, path: str, *, now: float, spider: str) -> EventLog:
+        """The events file's writer (a fleet worker's names its worker)."""
+        return EventLog(path, now=now, spider=spider)
 
     def _log_hosts(self) -> None:
         if self._view is not None:

@@ -44,7 +44,7 @@ from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
-from scrapy_aimd.settings import read_float
+from scrapy_aimd.settings import AimdSettingsError, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.wake import WakeTimer
@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from scrapy.dupefilters import BaseDupeFilter
     from twisted.internet.defer import Deferred
     from typing_extensions import Self
+
+    from scrapy_aimd.fleet_scheduler import FleetScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -108,11 +110,13 @@ class AimdScheduler:
         #: Requests of hosts given up on, handed out first for the feedback
         #: middleware to fail with ``HostGaveUp``.
         self.given_up: deque[Request] = deque()
+        #: With AIMD_REDIS_URL, the fleet path does the work (scrapy_aimd.fleet_scheduler).
+        self.fleet: FleetScheduler | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         parts = _PREPARED.pop(crawler, None) or _prepare(crawler)
-        return cls(
+        scheduler = cls(
             crawler,
             parts.dupefilter,
             events_file=parts.events_file,
@@ -120,6 +124,9 @@ class AimdScheduler:
             shutdown_grace=parts.shutdown_grace,
             give_up=parts.give_up,
         )
+        if crawler.settings.get("AIMD_REDIS_URL"):
+            scheduler.fleet = _fleet_scheduler(crawler)
+        return scheduler
 
     @classmethod
     def prepare(cls, crawler: Crawler) -> None:
@@ -136,6 +143,8 @@ class AimdScheduler:
 
     def open(self, spider: Spider) -> Deferred[None] | None:
         self.spider = spider
+        if self.fleet is not None:
+            return self.fleet.open(spider, self.df)
         if self.jobdir_path:
             self.jobdir = Jobdir(
                 self.jobdir_path, self.crawler, spider, self.df, self.flights, clock=self.clock
@@ -163,6 +172,8 @@ class AimdScheduler:
         return self.df.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
+        if self.fleet is not None:
+            return self.fleet.close(reason)
         now = self.clock()
         self.wake.cancel()
         if self.shutdown is not None:
@@ -186,6 +197,8 @@ class AimdScheduler:
         return closed
 
     def has_pending_requests(self) -> bool:
+        if self.fleet is not None:
+            return self.fleet.has_pending_requests()
         held = self.robots.held if self.robots is not None else 0
         return len(self.frontier) + held + len(self.denied) + len(self.given_up) > 0
 
@@ -194,6 +207,8 @@ class AimdScheduler:
         if problem is not None:
             self._drop_invalid(request, problem)
             return False
+        if self.fleet is not None:
+            return self.fleet.enqueue_request(request)
         try:
             if not request.dont_filter and self.df.request_seen(request):
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
@@ -264,6 +279,8 @@ class AimdScheduler:
             )
 
     def next_request(self) -> Request | None:
+        if self.fleet is not None:
+            return self.fleet.next_request()
         # An exception raised here would break the engine's loop quietly (it then
         # crawls on its 5 s heartbeat only): stop the crawl loudly instead.
         try:
@@ -525,6 +542,20 @@ def _unqueueable(request: Request) -> str | None:
     if not isinstance(request.priority, int):
         return f"its priority {request.priority!r} is not an integer"
     return None
+
+
+def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
+    """The fleet path (imported only with AIMD_REDIS_URL: it needs ``redis``)."""
+    try:
+        from scrapy_aimd.fleet_scheduler import FleetScheduler
+    except ImportError as exc:
+        raise AimdSettingsError(
+            "AIMD_REDIS_URL",
+            crawler.settings.get("AIMD_REDIS_URL"),
+            """the redis client """
+            f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
+        ) from exc
+    return FleetScheduler.from_crawler(crawler)
 
 
 def _depth(request: Request) -> int:

@@ -54,7 +54,24 @@ retry_afters = st.one_of(
 )
 
 
-class ControllerMachine(RuleBasedStateMachine):
+class ClockRules(RuleBasedStateMachine):
+    """Time passes: by any amount, or to when ``self.host`` is ready."""
+
+    now: float
+    host: HostController
+
+    @rule(dt=st.floats(min_value=0.0, max_value=120.0))
+    def advance(self, dt: float) -> None:
+        self.now += dt
+
+    @rule()
+    def advance_to_ready(self) -> None:
+        ready = self.host.ready_at(self.now)
+        if math.isfinite(ready):
+            self.now = max(self.now, ready)
+
+
+class ControllerMachine(ClockRules):
     """Drives one controller the way a scheduler may, including its mistakes."""
 
     def __init__(self) -> None:
@@ -70,16 +87,6 @@ class ControllerMachine(RuleBasedStateMachine):
     def make(self, cfg: ControllerConfig) -> None:
         self.cfg = cfg
         self.host = HostController(cfg)
-
-    @rule(dt=st.floats(min_value=0.0, max_value=120.0))
-    def advance(self, dt: float) -> None:
-        self.now += dt
-
-    @rule()
-    def advance_to_ready(self) -> None:
-        ready = self.host.ready_at(self.now)
-        if math.isfinite(ready):
-            self.now = max(self.now, ready)
 
     @rule()
     def start(self) -> None:

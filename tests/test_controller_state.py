@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from test_controller_properties import configs, latencies, retry_afters, statuses
+from hypothesis.stateful import initialize, invariant, precondition, rule
+from test_controller_properties import ClockRules, configs, latencies, retry_afters, statuses
 
 from scrapy_aimd.core.controller import (
     ControllerConfig,
@@ -20,6 +20,15 @@ from scrapy_aimd.core.controller import (
     HostNotReady,
     Ticket,
     shift_state,
+)
+
+#: An answer: status, latency, Retry-After, seconds since the last event, page or not.
+answers = st.tuples(
+    statuses,
+    latencies,
+    retry_afters,
+    st.floats(min_value=0.0, max_value=30.0),
+    st.sampled_from([True, True, True, False]),
 )
 
 
@@ -37,7 +46,7 @@ def through_json(host: HostController) -> dict[str, Any]:
     return loaded
 
 
-class TwinMachine(RuleBasedStateMachine):
+class TwinMachine(ClockRules):
     """One host, twice: the original, and a copy restored from the original's state
     (round-tripped through JSON) whenever the ``round_trip`` rule fires. Every event
     goes to both; their reactions, readiness and states must never differ."""
@@ -53,16 +62,6 @@ class TwinMachine(RuleBasedStateMachine):
         self.cfg = cfg
         self.host = HostController(cfg)
         self.twin = HostController.from_state(cfg, through_json(self.host), in_flight=True)
-
-    @rule(dt=st.floats(min_value=0.0, max_value=120.0))
-    def advance(self, dt: float) -> None:
-        self.now += dt
-
-    @rule()
-    def advance_to_ready(self) -> None:
-        ready = self.host.ready_at(self.now)
-        if math.isfinite(ready):
-            self.now = max(self.now, ready)
 
     @rule()
     def round_trip(self) -> None:
@@ -86,34 +85,20 @@ class TwinMachine(RuleBasedStateMachine):
         self.twin.sent(its, self.now + dt)
 
     @precondition(lambda self: self.live)
-    @rule(
-        which=st.integers(min_value=0),
-        status=statuses,
-        latency=latencies,
-        retry_after=retry_afters,
-        dt=st.floats(min_value=0.0, max_value=30.0),
-        page=st.sampled_from([True, True, True, False]),
-    )
+    @rule(which=st.integers(min_value=0), answer=answers)
     def finish(
-        self,
-        which: int,
-        status: int,
-        latency: float | None,
-        retry_after: float | None,
-        dt: float,
-        page: bool,
+        self, which: int, answer: tuple[int, float | None, float | None, float, bool]
     ) -> None:
+        status, latency, retry_after, dt, page = answer
         self.now += dt
         mine, its = self.live.pop(which % len(self.live))
-        kwargs: dict[str, Any] = {
+        told: dict[str, Any] = {
             "status": status,
             "latency": latency,
             "retry_after": retry_after,
             "page": page,
         }
-        assert self.host.finish(mine, self.now, **kwargs) == self.twin.finish(
-            its, self.now, **kwargs
-        )
+        assert self.host.finish(mine, self.now, **told) == self.twin.finish(its, self.now, **told)
 
     @precondition(lambda self: self.live)
     @rule(which=st.integers(min_value=0), timeout=st.booleans())

@@ -272,11 +272,6 @@ def test_workers_taking_turns_apply_what_the_state_carries(frontier: Frontiers) 
     assert sum(w.counters.conflicts for w in workers) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="HostController.state() does not carry the rules' whole memory yet (pace samples, "
-    "round, overloaded_at, latency window): see docs/fleet.rst, 'One set of rules'",
-)
 def test_workers_taking_turns_apply_every_rule_as_a_local_controller(
     frontier: Frontiers,
 ) -> None:
@@ -364,6 +359,21 @@ def test_a_crawl_delay_set_on_a_host_holds_every_worker(frontier: Frontiers) -> 
     assert view.delay == 0.5
     assert view.state is not None
     assert view.state["crawl_delay"] == 0.5
+
+
+def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontiers) -> None:
+    """A request sent after its claim moves the host's gap with it, fleet-wide."""
+    gapped = replace(FAST, min_delay=0.5, max_concurrency=2)
+    a, b = frontier(gapped), frontier(gapped)
+    a.push([Item("h", b"1"), Item("h", b"2")])
+    first = claim_now(a)
+    time.sleep(0.1)
+    assert a.sent(first)
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert wait.ready_at >= first.started + 0.5 + 0.09
+    a.finish(first, status=200, latency=0.001, done=True)
+    assert not a.sent(first)  # its place is free: nothing to move
 
 
 def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(

@@ -47,6 +47,7 @@ _SCRIPTS: Final = (
     "status",
     "host",
     "seen",
+    "sent",
 )
 _KEY_ERROR: Final = "AIMDKEY "
 

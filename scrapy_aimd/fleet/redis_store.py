@@ -22,32 +22,16 @@ Requests go in and out as bytes through the caller's codec (the JOBDIR's
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from scrapy_aimd.core.controller import (
-    ControllerConfig,
-    HostController,
-    HostNotReady,
-    Reaction,
-    Ticket,
-)
+from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.rules import (
-    Applied,
-    Event,
-    applied,
-    apply,
-    decode_state,
-    limits_of,
-    restore,
-)
+from scrapy_aimd.fleet.rules import Applied, Event, HostData, apply, decode_state, limits_of
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
@@ -66,8 +50,10 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Seconds a lease holds past the download timeout, and after a response
-#: while the callback runs, before its request is queued again.
+#: while the callback runs, before its request is queued again (at most: with
+#: a download timeout below it, that timeout, and never below MIN_MARGIN).
 LEASE_MARGIN: Final = 30.0
+MIN_MARGIN: Final = 5.0
 #: Expired leases a claim puts back first (the rest: the next claims, or reap()).
 REAP_PER_CLAIM: Final = 16
 #: Attempts of a feedback whose host state other workers keep moving.
@@ -82,8 +68,10 @@ _PRIORITY_LIMIT: Final = 1 << 31
 
 
 def lease_time(download_timeout: float) -> float:
-    """How long a claim holds: the download timeout plus :data:`LEASE_MARGIN`."""
-    return download_timeout + LEASE_MARGIN
+    """How long a claim holds: the download timeout plus a margin, :data:`LEASE_MARGIN`
+    or, for short timeouts, the timeout itself (at least :data:`MIN_MARGIN`): a crawl
+    that times out fast gets a killed worker's requests back as fast."""
+    return download_timeout + min(LEASE_MARGIN, max(MIN_MARGIN, download_timeout))
 
 
 def sort_score(priority: int, depth: int) -> int:
@@ -181,10 +169,15 @@ class FleetFrontier(Generic[T]):
         self._config = config
         self._configs: dict[str, tuple[ControllerConfig, tuple[str, str]]] = {}
         self.lease_time = lease_time
-        #: Each host's controller, with the version of the state it stands for.
-        self._controllers: dict[str, tuple[int, HostController]] = {}
-        #: The tickets of this worker's claims, with the controller that issued them.
-        self._tickets: dict[str, tuple[HostController, Ticket]] = {}
+        #: Seconds a lease still holds after its answer, while the callback runs.
+        self.callback_time = min(LEASE_MARGIN, lease_time)
+        #: Each host as this worker's latest reply about it showed it.
+        self._hosts: dict[str, HostData] = {}
+        #: Each host's controller as of the reply it was built from.
+        self._controllers: dict[str, tuple[HostData, HostController]] = {}
+        #: Logged starts that a restored controller would not take (never, if the
+        #: claim script and the controller agree).
+        self.stray_starts = 0
         #: Requests that ``encode`` could not serialize: the caller keeps them.
         self.unserializable = 0
 
@@ -253,12 +246,15 @@ class FleetFrontier(Generic[T]):
                     queued=int(reply[3]),
                     leased=int(reply[4]),
                 )
-            _, lease, host_bytes, member, started, expires, version, state, reaped = reply
+            _, lease, host_bytes, member, started, expires, version, state, tickets = reply[:9]
+            reaped, log = reply[9], reply[10:]
             self.counters.reaped += int(reaped)
             self.fleet.saw_time(started)
             host = host_bytes.decode("utf-8", "surrogateescape")
             lease_id = lease.decode("ascii")
-            self._started(host, lease_id, int(version), state, float(started))
+            self._hosts[host] = HostData(
+                int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
+            )
             try:
                 item = self._decode(member[_ARRIVAL_CHARS:])
             except Exception:
@@ -273,25 +269,6 @@ class FleetFrontier(Generic[T]):
                 continue
             self.counters.claims += 1
             return Claim(lease_id, host, item, float(started), float(expires))
-
-    def _started(self, host: str, lease: str, version: int, state: bytes, started: float) -> None:
-        """Start the claim in the host's controller: the one kept if the stored state
-        is still the one it stands for, else one restored from the state."""
-        kept = self._controllers.get(host)
-        if kept is not None and kept[0] == version:
-            controller = kept[1]
-        else:
-            try:
-                controller = restore(self._cfg(host)[0], decode_state(state))
-            except ValueError:
-                # Reported by the feedback, which reads the state again.
-                self._controllers.pop(host, None)
-                return
-            self._controllers[host] = (version, controller)
-        # The claim script checked the controller's own rule; should they ever
-        # disagree, the feedback starts the request again in a restored controller.
-        with contextlib.suppress(HostNotReady):
-            self._tickets[lease] = (controller, controller.start(started))
 
     # -- feedback ----------------------------------------------------------------------
 
@@ -317,7 +294,7 @@ class FleetFrontier(Generic[T]):
             )
 
         at = self._event_time(claim, now, latency)
-        return self._update(claim.host, event, started=claim.started, lease=claim.lease, done=done)
+        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
 
     def fail(
         self, claim: Claim[T], *, timeout: bool, now: float | None = None, done: bool = False
@@ -328,7 +305,7 @@ class FleetFrontier(Generic[T]):
             return None if ticket is None else controller.fail(ticket, at, timeout=timeout)
 
         at = self._event_time(claim, now)
-        return self._update(claim.host, event, started=claim.started, lease=claim.lease, done=done)
+        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
 
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
@@ -338,7 +315,8 @@ class FleetFrontier(Generic[T]):
         def event(controller: HostController, ticket: Ticket | None) -> None:
             change(controller)
 
-        self._update(host, event, started=None, lease="", done=False)
+        at = self.fleet.now() if now is None else now
+        self._update(host, event, at=at, lease="", done=False)
 
     def _event_time(
         self, claim: Claim[T], now: float | None, latency: float | None = None
@@ -354,53 +332,65 @@ class FleetFrontier(Generic[T]):
         return max(at, claim.started)
 
     def _update(
-        self, host: str, event: Event, *, started: float | None, lease: str, done: bool
+        self, host: str, event: Event, *, at: float, lease: str, done: bool
     ) -> Reaction | None:
-        """Apply the event to the host's controller and store it with a check-and-set:
-        first to the controller kept, if the lease's ticket is its own; then, while
-        other workers' feedback moved the state, to the state they stored."""
+        """Apply the event to the host as this worker last saw it (its state, and
+        the log of starts and cancels up to ``at``) and store the result with a
+        check-and-set; while other workers moved the state or logged starts this
+        worker did not know of, apply it again to what the reply shows."""
         key = self.fleet.key(f"h:{host}")
         self.counters.feedbacks += 1
-        held = self._tickets.pop(lease, None) if lease else None
-        kept = self._controllers.pop(host, None)
-        version, raw = 0, ""
-        result: Applied | None = None
-        if kept is not None:
-            version, controller = kept
-            if held is None or held[0] is controller:
-                result = applied(controller, event(controller, held[1] if held else None))
-            else:  # a ticket of an older controller: start it again in a restored one
-                raw = json.dumps(controller.state())
+        data = self._hosts.get(host) or HostData()
         for _ in range(MAX_ATTEMPTS):
-            if result is None:
-                try:
-                    cfg = self._cfg(host)[0]
-                    result = apply(cfg, decode_state(raw), event, started=started)
-                except ValueError as exc:
-                    raise FleetStoreError(
-                        f"Redis key {key} holds a state that cannot be read: {exc}"
-                    ) from exc
+            try:
+                result: Applied = apply(self._cfg(host)[0], data, event, lease=lease, at=at)
+            except ValueError as exc:
+                raise FleetStoreError(
+                    f"Redis key {key} holds a state that cannot be read: {exc}"
+                ) from exc
             reply = self.fleet.call(
                 "feedback",
                 host,
-                version,
+                data.version,
                 result.state,
                 *result.limits.as_args(),
                 lease,
                 "1" if done else "0",
-                repr(LEASE_MARGIN),
+                repr(self.callback_time),
+                result.tickets,
+                result.replayed,
+                result.last_replayed,
+                repr(at),
             )
             if reply[0] == 1:
                 self.fleet.saw_time(reply[3])
-                self._controllers[host] = (int(reply[1]), result.controller)
+                log = [entry.decode() for entry in reply[4:]]
+                data = self._hosts[host] = HostData(
+                    int(float(reply[1])), result.state, result.tickets, log
+                )
+                if not log:
+                    self._controllers[host] = (data, result.controller)
+                self.stray_starts += result.stray
                 if lease and not reply[2]:
                     self.counters.late_feedback += 1
                 return result.reaction
             self.counters.conflicts += 1
-            version, raw, result = int(float(reply[1])), reply[2].decode(), None
+            self.fleet.saw_time(reply[3])
+            data = HostData(
+                int(float(reply[1])),
+                reply[2].decode(),
+                reply[4].decode(),
+                [entry.decode() for entry in reply[5:]],
+            )
         raise FleetStoreError(
             f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
         )
+
+    def sent(self, claim: Claim[T]) -> bool:
+        """The claimed request left this worker now, later than its claim: the
+        host's gap counts from now (one round trip; worth it only where the host
+        has a gap). False if the lease no longer holds its place."""
+        return bool(self.fleet.call("sent", claim.host, claim.lease, repr(self.fleet.now())))
 
     # -- leases ------------------------------------------------------------------------
 
@@ -411,10 +401,6 @@ class FleetFrontier(Generic[T]):
         ids = list(leases)
         if not ids:
             return 0
-        for lease in ids:
-            held = self._tickets.pop(lease, None)
-            if held is not None:  # no feedback: it never reached the host
-                held[0].cancel(held[1])
         forgotten, _ = self.fleet.call("done", *ids)
         return int(forgotten)
 
@@ -422,17 +408,26 @@ class FleetFrontier(Generic[T]):
         """Queue these requests again now: the worker stops without finishing them
         (a shutdown's cancelled downloads). One round trip; returns how many."""
         ids = list(leases)
-        for lease in ids:
-            held = self._tickets.pop(lease, None)
-            if held is not None:
-                held[0].cancel(held[1])
         return int(self.fleet.call("give_back", *ids)) if ids else 0
 
     def controller(self, host: str) -> HostController | None:
-        """The host's controller as this worker last knew it (for stats, events and
-        the summary; None if it never claimed from the host)."""
-        kept = self._controllers.get(host)
-        return None if kept is None else kept[1]
+        """The host's controller as this worker's latest reply about it showed it,
+        every logged start in it (for stats, events and the summary; None if it
+        never claimed from the host). Do not feed it events: they go to Redis."""
+        data = self._hosts.get(host)
+        if data is None:
+            return None
+        cached = self._controllers.get(host)
+        if cached is not None and cached[0] is data:
+            return cached[1]
+        try:
+            controller = apply(
+                self._cfg(host)[0], data, lambda c, t: None, lease="", at=math.inf
+            ).controller
+        except ValueError:
+            return None  # the next feedback reports it, naming the key
+        self._controllers[host] = (data, controller)
+        return controller
 
     def reap(self, limit: int = 1000) -> int:
         """Queue the requests of expired leases again (claims do this too)."""

@@ -1,34 +1,38 @@
 """A fleet host's politeness, moved on by the one set of rules: ``HostController``.
 
-The fleet keeps each host's ``HostController.state()`` in Redis as JSON, opaque
-here. An event (a response, a failure, a Crawl-delay) is applied by loading a
-controller with ``from_state``, letting it act, and storing ``state()`` again.
-Only what a claim needs to decide alone, on the server, is read out of the
-controller: its gap, its limit and the end of its pause. Times are on the
-fleet's clock (Redis's).
-
-A worker keeps the controller of each host it touched, with the version of
-the state it stands for: while no other worker's feedback moved that version,
-events go to that very controller, which keeps its whole memory, so a host fed
-by one worker at a time behaves exactly as in a single process. Once the
-version moved, the controller is restored from the stored state: exact as far
-as ``state()`` carries the controller's memory, as a resumed crawl. A restored
-controller has nothing in flight, so the request that the event is about is
-started in it again, at its claim time (or at the end of a pause that began
-since, the earliest it may start there). No Scrapy or Redis import.
+The fleet keeps each host's ``HostController.state()`` in Redis as JSON, with
+the tickets of its requests in flight (by lease) and a log of the starts and
+cancels that claims and lease expiries made since that state was stored (a
+claim is a Lua script: it cannot run the controller). An event (a response, a
+failure, a Crawl-delay) is applied by restoring the controller with
+``from_state``, replaying the log up to the event's time (each start as
+``start``, each cancel as ``cancel``), letting the controller act, and storing
+``state()`` again. Since ``state()`` carries the controller's whole memory, a
+host shared by any number of workers goes exactly as one controller fed every
+start and every answer in order. Only what a claim needs to decide alone, on
+the server, is read out of the controller: its gap, its limit and the end of
+its pause. Times are on the fleet's clock (Redis's). No Scrapy or Redis import.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 
-__all__ = ["Applied", "Limits", "applied", "apply", "decode_state", "limits_of", "restore"]
+__all__ = [
+    "Applied",
+    "HostData",
+    "Limits",
+    "apply",
+    "decode_state",
+    "limits_of",
+    "restore",
+]
 
 Event = Callable[[HostController, Ticket | None], Reaction | None]
 
@@ -49,21 +53,32 @@ def limits_of(controller: HostController) -> Limits:
     return Limits(controller.delay, controller.concurrency, controller.paused_until)
 
 
+@dataclass(slots=True)
+class HostData:
+    """A host as the fleet held it in this worker's latest reply about it: the
+    version and state, the tickets in flight (JSON) and the log not yet folded in."""
+
+    version: int = 0
+    state: str = ""
+    tickets: str = ""
+    log: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """The host after an event: its controller, new state (JSON text), limits and
-    the controller's reaction."""
+    """The host after an event: its controller, what to store of it, its limits,
+    the controller's reaction, and how much of the log it folded in."""
 
     controller: HostController
     state: str
+    tickets: str
     limits: Limits
     reaction: Reaction | None
-
-
-def applied(controller: HostController, reaction: Reaction | None) -> Applied:
-    """The controller after an event, with what is stored of it."""
-    text = json.dumps(controller.state(), allow_nan=False, separators=(",", ":"))
-    return Applied(controller, text, limits_of(controller), reaction)
+    replayed: int
+    last_replayed: str
+    stray: int
+    """Logged starts the controller would not take (it should never happen: the
+    claim script checks the same rule)."""
 
 
 def decode_state(raw: bytes | str) -> dict[str, Any] | None:
@@ -77,22 +92,68 @@ def decode_state(raw: bytes | str) -> dict[str, Any] | None:
 
 
 def restore(cfg: ControllerConfig, state: Mapping[str, Any] | None) -> HostController:
-    return HostController(cfg) if state is None else HostController.from_state(cfg, state)
+    """The host's controller, with the requests in flight that the state knew."""
+    if state is None:
+        return HostController(cfg)
+    return HostController.from_state(cfg, state, in_flight=True)
 
 
-def apply(
-    cfg: ControllerConfig,
-    state: Mapping[str, Any] | None,
-    event: Event,
-    *,
-    started: float | None,
-) -> Applied:
-    """Restore the host, start the request of ``started`` again (None: the event is
-    about no request), apply ``event`` and read the result back."""
-    controller = restore(cfg, state)
-    ticket = None
-    if started is not None:
-        at = max(started, controller.ready_at(started))
-        if math.isfinite(at):
-            ticket = controller.start(at)
-    return applied(controller, event(controller, ticket))
+def decode_tickets(raw: str) -> dict[str, Ticket]:
+    """The tickets in flight by lease, as stored. Raises ValueError."""
+    if not raw:
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"tickets: expected a JSON object, got {type(data).__name__}")
+    tickets = {}
+    for lease, value in data.items():
+        if not (
+            isinstance(value, list)
+            and len(value) == 3
+            and isinstance(value[0], int)
+            and isinstance(value[1], (int, float))
+            and isinstance(value[2], int)
+        ):
+            raise ValueError(f"tickets: {lease}={value!r} is not a ticket")
+        tickets[lease] = Ticket(value[0], float(value[1]), value[2])
+    return tickets
+
+
+def parse_log(entries: Sequence[str]) -> list[tuple[str, str, float]]:
+    """The log's entries as (kind, lease, time). Raises ValueError."""
+    parsed = []
+    for entry in entries:
+        parts = entry.split(" ")
+        if len(parts) != 3 or parts[0] not in ("s", "c"):
+            raise ValueError(f"log entry {entry!r} is not '<s|c> <lease> <time>'")
+        parsed.append((parts[0], parts[1], float(parts[2])))
+    return parsed
+
+
+def apply(cfg: ControllerConfig, data: HostData, event: Event, *, lease: str, at: float) -> Applied:
+    """Restore the host, replay its log up to ``at``, apply ``event`` with the
+    ticket of ``lease`` ('' : the event is about no request) and read the result
+    back. Raises ValueError on a state, tickets or log that cannot be read."""
+    controller = restore(cfg, decode_state(data.state))
+    tickets = decode_tickets(data.tickets)
+    replayed, last, stray = 0, "", 0
+    for (kind, entry_lease, t), raw in zip(parse_log(data.log), data.log, strict=True):
+        if t > at:
+            break
+        if kind == "s":
+            ready = controller.ready_at(t)
+            start = t if ready <= t else ready
+            if math.isfinite(start):
+                tickets[entry_lease] = controller.start(start)
+            else:
+                stray += 1
+        else:
+            ticket = tickets.pop(entry_lease, None)
+            if ticket is not None:
+                controller.cancel(ticket)
+        replayed, last = replayed + 1, raw
+    ticket = tickets.pop(lease, None) if lease else None
+    reaction = event(controller, ticket)
+    state = json.dumps(controller.state(), allow_nan=False, separators=(",", ":"))
+    kept = json.dumps({k: list(v) for k, v in tickets.items()}, separators=(",", ":"))
+    return Applied(controller, state, kept, limits_of(controller), reaction, replayed, last, stray)

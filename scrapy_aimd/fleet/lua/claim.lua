@@ -3,7 +3,8 @@
 -- limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply: {1, lease id, host, member, started, expires, version, state, reaped}
+-- Reply: {1, lease id, host, member, started, expires, version, state, tickets,
+--         reaped, log entries...}
 --     or {0, next ready time, now, queued, leased, reaped}.
 check_meta()
 local now = server_now()
@@ -29,13 +30,19 @@ while true do
       local key = host_key(host)
       add_in_flight(host, 1)
       call('HSET', key, 'last', fmt(now))
+      log_event(host, 's', id, now)
       local expires = now + lease_time
       call('HSET', P .. ':l:' .. id, 'h', host, 's', score, 'm', member, 't', fmt(now))
       call('ZADD', P .. ':leases', fmt(expires), id)
       call('DECR', P .. ':n')
       rescore(host)
-      local st = call('HMGET', key, 'v', 'st')
-      return {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '', reaped}
+      local st = call('HMGET', key, 'v', 'st', 'tk')
+      local reply = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
+        st[3] or '', reaped}
+      for _, entry in ipairs(call('LRANGE', log_key(host), 0, -1)) do
+        reply[#reply + 1] = entry
+      end
+      return reply
     end
   end
 end

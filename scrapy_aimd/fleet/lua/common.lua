@@ -81,6 +81,18 @@ local function rescore(host)
   end
 end
 
+-- The host's log of starts and cancels not yet folded into its stored state:
+-- entries '<kind> <lease id> <time>' (kind s: claimed, c: its place freed with
+-- no feedback). A feedback replays them on the stored state, in order, so
+-- that every worker's starts reach the controller (docs/fleet.rst).
+local function log_key(host)
+  return P .. ':e:' .. host
+end
+
+local function log_event(host, kind, id, now)
+  call('RPUSH', log_key(host), kind .. ' ' .. id .. ' ' .. fmt(now))
+end
+
 local function add_in_flight(host, delta)
   local key = host_key(host)
   local value = call('HINCRBY', key, 'fl', delta)
@@ -112,6 +124,7 @@ local function requeue(id)
   call('INCR', P .. ':n')
   if not l[4] then
     add_in_flight(l[1], -1)
+    log_event(l[1], 'c', id, server_now())
   end
   rescore(l[1])
   return true

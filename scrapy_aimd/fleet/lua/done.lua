@@ -12,6 +12,7 @@ for i = 2, #ARGV do
   if l[1] then
     if not l[2] then
       add_in_flight(l[1], -1)
+      log_event(l[1], 'c', id, now)
       freed = freed + 1
     end
     call('DEL', lease)

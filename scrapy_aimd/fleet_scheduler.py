@@ -1,0 +1,548 @@
+"""The scheduler's fleet path: with ``AIMD_REDIS_URL`` the frontier, the seen
+set and every host's politeness live in Redis (:mod:`scrapy_aimd.fleet`).
+
+:class:`FleetScheduler` does for ``AimdScheduler`` what its own frontier does
+in a single process: requests go to the fleet's queues (checked against the
+shared seen set, start requests too), ``next_request()`` claims one whose host
+may start now fleet-wide, and each answer is judged by the host's controller
+as Redis holds it. A claimed request stays leased until the engine is done
+with it (its callback ran and its children are pushed): a worker killed at
+any moment loses nothing, its leases expire and their requests are queued
+again.
+
+What stays in this worker: robots.txt requests (each worker learns an
+origin's rules itself; their Crawl-delay goes to Redis for every worker),
+requests robots.txt disallows (handed out for the robots middleware to turn
+into IgnoreRequest), and requests that cannot be serialized (callbacks that
+are not spider methods: handed out from here, without fleet politeness).
+
+The fleet closes when nothing is queued or leased fleet-wide for
+``AIMD_FLEET_IDLE_CLOSE`` seconds; a worker never deletes the shared state.
+Redis lost mid-crawl stops this worker with an ERROR line; its leases come
+back to the queues once they expire on a Redis that is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals as scrapy_signals
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.job import job_dir
+
+from scrapy_aimd import signals
+from scrapy_aimd._compat import requests_in_progress
+from scrapy_aimd.addon import warn_about_downloader_throttling
+from scrapy_aimd.core.controller import HostController
+from scrapy_aimd.core.robots import Verdict
+from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.events import EventLog
+from scrapy_aimd.feedback_middleware import THROTTLE_RETRIES_META
+from scrapy_aimd.fingerprint import request_key_function, rules_id_of
+from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
+from scrapy_aimd.fleet.connection import masked_url
+from scrapy_aimd.fleet.redis_store import lease_time
+from scrapy_aimd.jobdir import RequestCodec
+from scrapy_aimd.reporter import Reporter
+from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware
+from scrapy_aimd.settings import AimdSettingsError, read_float
+from scrapy_aimd.shutdown import ShutdownGrace, read_grace
+from scrapy_aimd.wake import WakeTimer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
+    from twisted.internet.defer import Deferred
+
+    from scrapy_aimd.fleet import FleetStatus
+
+logger = logging.getLogger(__name__)
+
+#: The longest the wake timer waits: other workers push and free places too
+#: (an idle worker asks Redis five times a second, one round trip each).
+POLL = 0.2
+#: Seconds a fleet status is reused for ``has_pending_requests``.
+STATUS_TTL = 0.1
+#: Seconds between two checks for requests the engine is done with.
+DONE_EVERY = 0.05
+#: Pushes buffered before one round trip takes them all.
+PUSH_BUFFER = 500
+
+
+class FleetSettings:
+    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE``, read once."""
+
+    def __init__(self, url: str, key: str, idle_close: float) -> None:
+        self.url, self.key, self.idle_close = url, key, idle_close
+
+
+def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
+    """The fleet's settings, None without ``AIMD_REDIS_URL`` (a single process).
+    Raises ``AimdSettingsError`` naming the setting, and refuses ``JOBDIR``."""
+    settings = crawler.settings
+    url = settings.get("AIMD_REDIS_URL") or None
+    if url is None:
+        return None
+    if not isinstance(url, str) or "://" not in url:
+        raise AimdSettingsError("AIMD_REDIS_URL", url, "a redis:// URL")
+    if job_dir(settings):
+        raise AimdSettingsError(
+            "AIMD_REDIS_URL",
+            url,
+            "no JOBDIR with it: a fleet's durability is Redis's own (AOF or RDB, see "
+            "docs/fleet.rst); unset JOBDIR or AIMD_REDIS_URL",
+        )
+    name = getattr(crawler.spidercls, "name", None) or "spider"
+    key = settings.get("AIMD_FLEET_KEY") or f"aimd:{name}"
+    if not isinstance(key, str) or any(c.isspace() for c in key):
+        raise AimdSettingsError("AIMD_FLEET_KEY", key, "a Redis key prefix without spaces")
+    idle_close = read_float(settings, "AIMD_FLEET_IDLE_CLOSE", 5.0)
+    return FleetSettings(url, key, idle_close)
+
+
+def worker_name() -> str:
+    """This worker, as its events and logs name it: host name and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class WorkerEventLog(EventLog):
+    """An events file whose every line names its worker (``worker``), so that the
+    files of a fleet's workers can be drawn together."""
+
+    def __init__(self, path: str | Path, *, now: float, worker: str, **header: Any) -> None:
+        self.worker = worker
+        super().__init__(path, now=now, worker=worker, **header)
+
+    def write(self, record: Mapping[str, Any], now: float) -> None:
+        super().write({**record, "worker": self.worker}, now)
+
+
+class FleetReporter(Reporter):
+    """The reporter, writing a :class:`WorkerEventLog`."""
+
+    def __init__(self, crawler: Crawler, *, events_file: str | None, worker: str) -> None:
+        super().__init__(crawler, events_file=events_file)
+        self.worker = worker
+
+    def event_log(self, path: str, *, now: float, spider: str) -> EventLog:
+        return WorkerEventLog(path, now=now, spider=spider, worker=self.worker)
+
+
+class FleetScheduler:
+    """``AimdScheduler``'s work with the frontier in Redis (one per crawl)."""
+
+    def __init__(self, crawler: Crawler, settings: FleetSettings, fleet: Fleet) -> None:
+        parts = crawl_parts(crawler)
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.settings = settings
+        self.fleet = fleet
+        self.configs = parts.configs
+        self.flights = parts.flights
+        self.clock = parts.clock
+        self.worker = worker_name()
+        self.reporter = FleetReporter(
+            crawler,
+            events_file=crawler.settings.get("AIMD_EVENTS_FILE") or None,
+            worker=self.worker,
+        )
+        self.wake = WakeTimer(crawler)
+        timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
+        self._lease_time = lease_time(timeout)
+        self.frontier: FleetFrontier[Request] | None = None
+        self._request_key: Callable[[Request], int] = request_key_function(
+            crawler.request_fingerprinter
+        )
+        self.spider: Spider | None = None
+        self.df: BaseDupeFilter | None = None
+        self.robots: RobotsTxtMiddleware | None = None
+        self.shutdown_grace = read_grace(crawler.settings)
+        self.shutdown: ShutdownGrace | None = None
+        #: Requests that stay in this worker (see the module's docstring).
+        self.local: deque[Request] = deque()
+        #: Requests to push, taken by one round trip at the next chance.
+        self.pending: list[Any] = []
+        #: Requests claimed by this worker whose leases are still held.
+        self.claims: dict[Request, Claim[Request]] = {}
+        self._status: FleetStatus | None = None
+        self._status_at = -math.inf
+        self._done_at = -math.inf
+        #: Redis was lost: nothing more is asked of it.
+        self.lost = False
+        self._failed = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FleetScheduler | None:
+        """The fleet path, None without ``AIMD_REDIS_URL``. Connects at once, so
+        that an unreachable Redis stops ``scrapy crawl`` before it starts, with an
+        error that names ``AIMD_REDIS_URL``."""
+        settings = read_fleet_settings(crawler)
+        if settings is None:
+            return None
+        fleet = Fleet(
+            settings.url, settings.key, rules_id=rules_id_of(crawler.request_fingerprinter)
+        )
+        return cls(crawler, settings, fleet)
+
+    # -- the scheduler interface -------------------------------------------------
+
+    def open(self, spider: Spider, dupefilter: BaseDupeFilter) -> Deferred[None] | None:
+        self.spider, self.df = spider, dupefilter
+        codec = RequestCodec(spider)
+        self.frontier = FleetFrontier(
+            self.fleet,
+            encode=codec.encode,
+            decode=codec.decode,
+            config=self.configs.for_host,
+            lease_time=self._lease_time,
+        )
+        for handler, signal in self._handlers():
+            self.crawler.signals.connect(handler, signal=signal)
+        self.reporter.open(self.clock(), spider.name)
+        warn_about_downloader_throttling(self.crawler.settings, self.configs.default)
+        self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
+        if self.robots is not None:
+            self.robots.attach(self, self.clock)
+        self.shutdown = self._grace()
+        logger.info(
+            "Fleet worker %s on %s, key prefix %s (closes after %.1fs with nothing "
+            "queued or leased fleet-wide)",
+            self.worker,
+            masked_url(self.settings.url),
+            self.settings.key,
+            self.settings.idle_close,
+        )
+        self.stats.set_value("aimd/fleet/worker", self.worker)
+        return dupefilter.open()
+
+    def close(self, reason: str) -> Deferred[None] | None:
+        now = self.clock()
+        self.wake.cancel()
+        if self.shutdown is not None:
+            self.shutdown.stop()
+        for handler, signal in self._handlers():
+            self.crawler.signals.disconnect(handler, signal=signal)
+        held = len(self.claims)
+        self.stats.set_value("aimd/in_flight_at_close", held)
+        hosts: list[tuple[str, HostController]] = []
+        if not self.lost and self.frontier is not None:
+            try:
+                self._flush()
+                self._finish_done(force=True)
+                if self.claims:  # never finished here: back to the queues now
+                    given = self.frontier.give_back([c.lease for c in self.claims.values()])
+                    self.stats.set_value("aimd/fleet/given_back", given)
+                    self.claims.clear()
+                status = self.frontier.status()
+                self.stats.set_value("aimd/queued_at_close", status.queued)
+                for host in sorted(self.reporter.totals):
+                    controller = self.frontier.controller(host)
+                    if controller is not None:
+                        hosts.append((host, controller))
+            except Exception as exc:
+                logger.error("Fleet at close: %s (leases come back when they expire)", exc)
+        if self.frontier is not None:
+            for name, value in self.frontier.counters.as_stats().items():
+                self.stats.set_value(name, value)
+            self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
+        self.reporter.close(now, reason, hosts)
+        self.fleet.close()  # the shared state stays: other workers may go on
+        return self.df.close(reason) if self.df is not None else None
+
+    def _grace(self) -> ShutdownGrace | None:
+        """AIMD_SHUTDOWN_GRACE, started: cancelled downloads go back to the queues."""
+        if self.shutdown_grace is None:
+            return None
+        grace = ShutdownGrace(self.crawler, self.shutdown_grace, self.flights, resumable=True)
+        grace.start()
+        return grace
+
+    def _handlers(self) -> list[tuple[Callable[..., None], object]]:
+        """The signals this path listens to while the spider is open."""
+        return [
+            (self._on_feedback, signals.response_feedback),
+            (self._on_reached_downloader, scrapy_signals.request_reached_downloader),
+        ]
+
+    def has_pending_requests(self) -> bool:
+        if self.local or self.pending or self.claims:
+            return True
+        if self.robots is not None and self.robots.held:
+            return True
+        if self.lost or self.frontier is None:
+            return False
+        status = self._fleet_status()
+        if status is None:
+            return False
+        if status.queued or status.leased:
+            return True
+        return status.idle_for < self.settings.idle_close
+
+    def enqueue_request(self, request: Request) -> bool:
+        if self.lost:
+            return False
+        try:
+            if ROBOTS_META in request.meta:
+                self.local.append(request)
+                return True
+            if self.robots is not None:
+                verdict = self.robots.verdict(request)
+                if verdict is Verdict.WAIT:
+                    self.robots.hold(request, self._queue)
+                    return True
+                if verdict is Verdict.DENY:
+                    self.local.append(request)
+                    return True
+            self._queue(request)
+            if len(self.pending) >= PUSH_BUFFER:
+                self._flush()
+        except Exception as exc:
+            self._stop(exc, "enqueue_request")
+        return True
+
+    def next_request(self) -> Request | None:
+        try:
+            return self._next_request()
+        except Exception as exc:
+            self._stop(exc, "next_request")
+        return None
+
+    # -- the parts -------------------------------------------------------------------
+
+    def _queue(self, request: Request) -> None:
+        """Buffer the request for the fleet; its key, unless ``dont_filter`` asks
+        otherwise (start requests are checked all the same: every worker sends
+        them)."""
+        key: int | None = None
+        if not request.dont_filter or _a_start_request(request):
+            key = self._key(request)
+        self.pending.append(
+            Item(
+                request_host(request),
+                request,
+                priority=request.priority,
+                depth=_depth(request),
+                key=key,
+            )
+        )
+        self.stats.inc_value("aimd/enqueued")
+
+    def _key(self, request: Request) -> int | None:
+        """The request's 64-bit key; None for a redirect to a URL of the same key as
+        where it came from (it would be dropped as its own duplicate: scrapy #1225)."""
+        key = self._request_key(request)
+        for source in request.meta.get("redirect_urls") or ():
+            if source != request.url and self._request_key(request.replace(url=source)) == key:
+                self.stats.inc_value("aimd/dupefilter/redirect_same_key")
+                return None
+        return key
+
+    def _flush(self) -> None:
+        """Push what is buffered: one round trip per 500 requests."""
+        if not self.pending or self.frontier is None:
+            return
+        items, self.pending = self.pending, []
+        results = self.frontier.push(items)
+        for item, queued in zip(items, results, strict=True):
+            if queued is None:  # cannot be serialized: stays here
+                self.stats.inc_value("aimd/fleet/local")
+                self.local.append(item.item)
+            elif not queued:
+                self.stats.inc_value("aimd/fleet/duplicates")
+                if self.df is not None and self.spider is not None:
+                    self.df.log(item.item, self.spider)
+        self._status = None
+
+    def _next_request(self) -> Request | None:
+        if self.lost or self.frontier is None:
+            return None
+        self._flush()
+        now = self.clock()
+        if now - self._done_at >= DONE_EVERY:
+            self._done_at = now
+            self._finish_done(force=False)
+        if self.local:
+            return self.local.popleft()
+        claim = self.frontier.claim()
+        if not isinstance(claim, Claim):
+            wait = min(POLL, max(0.0, claim.ready_at - claim.now))
+            self.wake.arm(now + wait, now)
+            return None
+        request, host = claim.item, claim.host
+        if self._waits_for_robots(request):
+            # Another worker queued it; this one has yet to read the origin's
+            # robots.txt (its fetch is started). Sent later, after the rules came,
+            # it would reach the host closer to the next start than the gap: back
+            # to the queue, for a worker that knows the rules, or this one later.
+            self.frontier.give_back([claim.lease])
+            self.stats.inc_value("aimd/fleet/robots_given_back")
+            self.wake.arm(now + POLL, now)
+            return None
+        self.claims[request] = claim
+        self.flights.handed_out(request, host, None, now)
+        request.meta["download_slot"] = host
+        self.reporter.started(host, now, self._controller(host))
+        self._status = None
+        return request
+
+    def _waits_for_robots(self, request: Request) -> bool:
+        return (
+            self.robots is not None
+            and ROBOTS_META not in request.meta
+            and self.robots.verdict(request) is Verdict.WAIT
+        )
+
+    def _finish_done(self, *, force: bool) -> None:
+        """Forget the leases of requests the engine is done with (their children are
+        pushed first): one round trip for all of them."""
+        if not self.claims or self.frontier is None:
+            return
+        busy = requests_in_progress(self.crawler)
+        if busy is None and not force:
+            return
+        done = [r for r in self.claims if busy is None or r not in busy]
+        if not done:
+            return
+        self._flush()
+        # A download that AIMD_SHUTDOWN_GRACE cancelled was never done: queued again.
+        back = [self.claims.pop(r).lease for r in done if self.flights.cancelled(r)]
+        finished = [self.claims.pop(r).lease for r in done if r in self.claims]
+        if back:
+            self.frontier.give_back(back)
+        self.frontier.done(finished)
+        for request in done:
+            self.flights.settle(request)
+
+    def _fleet_status(self) -> FleetStatus | None:
+        now = self.clock()
+        if self._status is None or now - self._status_at >= STATUS_TTL:
+            assert self.frontier is not None
+            try:
+                self._status = self.frontier.status()
+            except Exception as exc:
+                self._stop(exc, "has_pending_requests")
+                return None
+            self._status_at = now
+            self.stats.set_value("aimd/fleet/seen", self._status.seen)
+        return self._status
+
+    def _controller(self, host: str) -> HostController:
+        assert self.frontier is not None
+        known = self.frontier.controller(host)
+        return known if known is not None else HostController(self.configs.for_host(host))
+
+    def _stop(self, exc: Exception, where: str) -> None:
+        """Stop this worker: Redis lost (an ERROR line, leases come back when they
+        expire), or anything else (logged with its traceback)."""
+        if isinstance(exc, FleetConnectionLost):
+            self.lost = True
+            logger.error(
+                "Stopping this fleet worker: %s. Its %d leased requests go back to the "
+                "queues when their leases expire on Redis.",
+                exc,
+                len(self.claims),
+            )
+            self.stats.inc_value("aimd/fleet/redis_lost")
+            reason = "aimd_redis_lost"
+        else:
+            logger.error("Stopping the crawl: the fleet's %s failed", where, exc_info=exc)
+            self.stats.inc_value("aimd/errors")
+            reason = "aimd_error"
+        engine = self.crawler.engine
+        if engine is not None and engine.spider is not None and not self._failed:
+            self._failed = True
+            deferred_from_coro(engine.close_spider_async(reason=reason))
+
+    # -- feedback ------------------------------------------------------------------
+
+    def _on_reached_downloader(self, request: Request, **_: Any) -> None:
+        """Time the host's gap from the send, where the host has a gap: a worker's
+        reactor may send a request tens of milliseconds after its claim, and
+        another worker's next start must not come that much closer (one round
+        trip, skipped for hosts that go without a gap)."""
+        claim = self.claims.get(request)
+        if claim is None or self.lost or self.frontier is None:
+            return
+        if self._controller(claim.host).delay <= 0:
+            return
+        try:
+            self.frontier.sent(claim)
+        except Exception as exc:
+            self._stop(exc, "request_reached_downloader")
+
+    def _on_feedback(self, request: Request, **feedback: Any) -> None:
+        """``response_feedback``: the answer goes to the host's state in Redis."""
+        claim = self.claims.get(request)
+        if claim is None or self.lost or self.frontier is None:
+            return  # robots.txt, a local request, or not ours
+        if not feedback.get("downloaded", True) or self.flights.cancelled(request):
+            self.reporter.cancelled()
+            return  # the lease goes with done(), which frees its place
+        host, now = claim.host, self.clock()
+        known = self._controller(host)
+        before = (known.delay, known.concurrency)
+        status, exception = feedback.get("status"), feedback.get("exception")
+        timeout = bool(feedback.get("timeout"))
+        told: dict[str, Any]
+        try:
+            if exception is not None or status is None:
+                reaction = self.frontier.fail(claim, timeout=timeout)
+                told = {"error": type(exception).__name__, "timeout": timeout}
+            else:
+                latency = feedback.get("latency")
+                reaction = self.frontier.finish(
+                    claim, status=status, latency=latency, retry_after=feedback.get("retry_after")
+                )
+                told = {"status": status, "latency": latency}
+        except Exception as exc:
+            self._stop(exc, "feedback")
+            return
+        if reaction is None:
+            return
+        self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
+        flight = self.flights.get(request)
+        if flight is not None:
+            flight.reaction = reaction
+
+    # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
+
+    def robots_settled(self, origin: str, released: int) -> None:
+        if released:
+            self.wake.now()
+
+    def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
+        if self.lost or self.frontier is None:
+            return
+        try:
+            self.frontier.update_host(host, lambda controller: controller.set_crawl_delay(floor))
+        except Exception as exc:
+            self._stop(exc, "set_crawl_delay")
+            return
+        self.reporter.crawl_delay(host, self.clock(), crawl_delay, self._controller(host))
+
+
+def _a_start_request(request: Request) -> bool:
+    """A start request as the spider sent it (``dont_filter`` by Scrapy's default
+    ``start()``): checked against the seen set, or every worker fetches it. Not
+    once it is sent again (a retry or a requeue after a refusal keeps its meta):
+    that one is already in the set."""
+    meta = request.meta
+    return bool(
+        meta.get("is_start_request")
+        and not meta.get("retry_times")
+        and THROTTLE_RETRIES_META not in meta
+    )
+
+
+def _depth(request: Request) -> int:
+    depth = request.meta.get("depth", 0)
+    return depth if isinstance(depth, int) else 0

@@ -1,0 +1,221 @@
+"""Fleet mode end to end: crawl processes (``tests/crawlrunner.py``, the real
+add-on) on one farm, sharing a real redis-server child through AIMD_REDIS_URL.
+
+What the farm's hosts saw is the judge: every page once, no host above the
+limit, the Crawl-delay between arrivals. Timing bounds are generous: the
+machine is shared.
+"""
+
+from __future__ import annotations
+
+import datetime
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawling import arrival_gaps
+from fleetcrawl import Worker, start_worker, wait_for
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
+
+from sitefarm import FarmProcess, HostSpec, start_farm, summarize
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+#: Settings of every worker: short leases (a 3 s timeout: 6 s), a quick close.
+FLEET = {
+    "AIMD_FLEET_IDLE_CLOSE": 1.0,
+    "DOWNLOAD_TIMEOUT": 3,
+    "CONCURRENT_REQUESTS": 8,
+    "AIMD_MAX_CONCURRENCY": 3,
+}
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    server = RedisServer().start()
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+def page_records(log: list[dict[str, Any]], host: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in log if r["reason"] != "robots" and host in (None, r["host"])]
+
+
+def urls_of(farm: FarmProcess) -> list[str]:
+    return [url + "/" for url in farm.urls.values()]
+
+
+def workers(
+    farm: FarmProcess, tmp_path: Path, url: str, count: int, settings: dict[str, Any]
+) -> list[Worker]:
+    return [
+        start_worker(urls_of(farm), tmp_path / f"w{n}", url, {**FLEET, **settings})
+        for n in range(count)
+    ]
+
+
+def wait_for_requests(farm: FarmProcess, count: int, timeout: float = 30) -> None:
+    """Until the farm has seen ``count`` requests (bounded)."""
+    deadline = time.monotonic() + timeout
+    while len(farm.read_log()) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def assert_finished(fleet: list[Worker]) -> None:
+    for worker in fleet:
+        assert worker.code == 0, worker.stderr[-3000:]
+        assert worker.stats().get("finish_reason") == "finished", worker.log()[-3000:]
+
+
+def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(
+    tmp_path: Path, redis_url: str
+) -> None:
+    specs = [HostSpec(name=f"h{n}", pages=25, latency=0.15, jitter=0.05) for n in range(3)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 3, {})
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+        assert summary.duplicate_fetches == 0, (name, summary)
+        # One limit for the fleet, not one per worker.
+        assert summary.max_in_flight <= FLEET["AIMD_MAX_CONCURRENCY"], (name, summary)
+    claims = [w.stats().get("aimd/fleet/claims", 0) for w in fleet]
+    assert sum(claims) == len(page_records(log))
+    assert sum(1 for c in claims if c) >= 2, claims  # the work is shared
+    # The start URLs were sent by every worker and fetched once.
+    assert sum(w.stats().get("aimd/fleet/duplicates", 0) for w in fleet) >= 2 * len(specs)
+    # Every worker's events name it.
+    for worker in fleet:
+        name, events = worker.stats()["aimd/fleet/worker"], worker.events()
+        assert events and all(e.get("worker") == name for e in events)
+
+
+def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) -> None:
+    delay = 0.4
+    specs = [HostSpec(name="slowly", pages=8, crawl_delay=delay), HostSpec(name="free", pages=20)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 3, {"ROBOTSTXT_OBEY": True})
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    summary = summarize(log, specs)
+    assert summary["slowly"].pages_fetched == summary["slowly"].pages_total
+    # The pages, as the server saw them arrive: never closer than the delay (a
+    # little jitter aside), whichever worker sent them. (Each worker fetches
+    # robots.txt once itself, before it knows the delay.)
+    gaps = arrival_gaps(page_records(log, "slowly"))
+    assert gaps and min(gaps) >= delay * 0.9, gaps
+
+
+def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: str) -> None:
+    specs = [HostSpec(name=f"h{n}", pages=30, latency=0.2) for n in range(3)]
+    with start_farm(specs, max_seconds=120) as farm:
+        # The one to kill starts first: it is surely at work when the others join.
+        fleet = workers(farm, tmp_path, redis_url, 1, {})
+        wait_for_requests(farm, 10)
+        fleet += [start_worker(urls_of(farm), tmp_path / f"w{n}", redis_url, FLEET) for n in (1, 2)]
+        wait_for_requests(farm, 25)
+        fleet[0].process.send_signal(signal.SIGKILL)
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert fleet[0].code == -signal.SIGKILL
+    assert_finished(fleet[1:])
+    summaries = summarize(log, specs)
+    for name, summary in summaries.items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    # Fetched twice: at most what the killed worker held (its leases, which
+    # expired: requests in flight, and answered ones whose callbacks had not run).
+    reaped = sum(w.stats().get("aimd/fleet/reaped", 0) for w in fleet[1:])
+    twice = sum(s.duplicate_fetches for s in summaries.values())
+    assert reaped > 0 and twice <= reaped, (twice, reaped)
+
+
+def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str) -> None:
+    # Each worker downloads 2 at a time: the hosts' limits (3 each) leave room.
+    settings = {"CONCURRENT_REQUESTS": 2}
+    specs = [HostSpec(name=f"h{n}", pages=40, latency=0.25) for n in range(2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 1, settings)
+        wait_for_requests(farm, 10)
+        late = start_worker(urls_of(farm), tmp_path / "late", redis_url, {**FLEET, **settings})
+        wait_for([*fleet, late], 90)
+        log = farm.read_log()
+    assert_finished([*fleet, late])
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    starts = [e["t"] for e in late.events() if e["event"] == "start"]
+    assert starts, late.log()[-3000:]
+    assert starts[0] < 2.0, starts[:3]
+
+
+def test_the_fleet_closes_after_its_idle_time(tmp_path: Path, redis_url: str) -> None:
+    idle = 2.0
+    specs = [HostSpec(name="h", pages=10)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 2, {"AIMD_FLEET_IDLE_CLOSE": idle})
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    last = max(r["finished"] for r in log)
+    for worker in fleet:
+        finished = datetime.datetime.fromisoformat(worker.stats()["finish_time"]).timestamp()
+        assert idle - 0.5 <= finished - last <= idle + 6.0, finished - last
+
+
+def test_jobdir_with_a_fleet_is_refused_at_startup(tmp_path: Path, redis_url: str) -> None:
+    worker = start_worker(
+        ["http://127.0.0.1:9/"], tmp_path / "w", redis_url, {"JOBDIR": str(tmp_path / "job")}
+    )
+    wait_for([worker], 60)
+    assert worker.code != 0
+    said = worker.stderr + worker.log()
+    assert "AimdSettingsError: Invalid setting AIMD_REDIS_URL" in said, said[-3000:]
+    assert "no JOBDIR with it" in said
+
+
+def test_redis_unreachable_at_startup_names_the_setting(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    worker = start_worker(["http://127.0.0.1:9/"], tmp_path / "w", url)
+    wait_for([worker], 60)
+    assert worker.code != 0
+    said = worker.stderr + worker.log()
+    assert f"Cannot reach Redis at AIMD_REDIS_URL='{url}'" in said, said[-3000:]
+
+
+def test_redis_lost_mid_crawl_stops_the_worker_cleanly(tmp_path: Path) -> None:
+    server = RedisServer().start()
+    specs = [HostSpec(name="h", pages=200, latency=0.2)]
+    try:
+        with start_farm(specs, max_seconds=120) as farm:
+            fleet = workers(farm, tmp_path, server.url, 1, {})
+            wait_for_requests(farm, 5)
+            server.stop()
+            wait_for(fleet, 60)
+    finally:
+        server.close()
+    worker = fleet[0]
+    assert worker.code == 0, worker.stderr[-3000:]
+    assert worker.stats().get("finish_reason") == "aimd_redis_lost"
+    assert "ERROR" in worker.log() and "Stopping this fleet worker" in worker.log()
+    assert "Traceback" not in worker.log()
+
+
+def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_url: str) -> None:
+    """A start request sent again after a 429 keeps its meta: it is not taken for
+    the repeat of another worker's start request."""
+    specs = [HostSpec(name="paused", pages=6, pause_first=5.0, pause_retry_after=1)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 2, {})
+        wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    summary = summarize(log, specs)["paused"]
+    assert summary.throttled >= 1
+    assert summary.pages_fetched == summary.pages_total, summary
