@@ -51,6 +51,11 @@ def crawl_parts(crawler: Crawler) -> CrawlParts:
 #: is told from a slot that the user chose.
 AUTO_SLOT_META = "aimd_auto_slot"
 
+#: The meta key counting how often a refused request was queued again
+#: (:setting:`AIMD_THROTTLE_RETRIES`): the feedback middleware writes it, and a
+#: fleet worker reads it to tell a requeued start request from another worker's repeat.
+THROTTLE_RETRIES_META = "aimd_throttle_retries"
+
 
 def request_host(request: Request) -> str:
     """The politeness key of a request: the ``download_slot`` the user set on it,

@@ -24,7 +24,7 @@ from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.retry_after import longest_retry_after
-from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
 from scrapy_aimd.scheduler import AimdScheduler
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
-THROTTLE_RETRIES_META = "aimd_throttle_retries"
 #: Set on a request given up on, so that its copies are not counted again.
 GAVE_UP_META = "aimd_gave_up"
 

@@ -41,9 +41,8 @@ from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import crawl_parts, request_host
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.events import EventLog
-from scrapy_aimd.feedback_middleware import THROTTLE_RETRIES_META
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
 from scrapy_aimd.fleet.connection import masked_url
