@@ -86,6 +86,12 @@ def assign_slot(request: Request) -> None:
     request.meta["download_slot"] = request.meta[AUTO_SLOT_META] = slot
 
 
+def origin_host(origin: str) -> str:
+    """The host key of a robots.txt origin (``scheme://host[:port]``)."""
+    scheme, _, netloc = origin.partition("://")
+    return host_key_from_netloc(scheme, netloc)
+
+
 def request_origin(request: Request) -> str:
     """scheme://host[:port] as written, without user information: robots.txt is
     per scheme, host and port, and a password must not reach its URL or the log."""

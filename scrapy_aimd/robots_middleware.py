@@ -26,7 +26,6 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from scrapy_aimd.core.hosts import host_key_from_netloc
 from scrapy_aimd.core.robots import (
     MAX_BYTES,
     FetchResult,
@@ -36,7 +35,7 @@ from scrapy_aimd.core.robots import (
     Verdict,
     decoded_prefix,
 )
-from scrapy_aimd.crawl import request_origin
+from scrapy_aimd.crawl import origin_host, request_origin
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
 if TYPE_CHECKING:
@@ -99,6 +98,12 @@ class RobotsListener(Protocol):
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         """robots.txt asks for ``crawl_delay``; the host's gap keeps to ``floor``."""
+
+    def robots_fetched(
+        self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+    ) -> None:
+        """A fetch of ``origin``'s robots.txt came to ``outcome`` (``rules``,
+        ``allow_all`` or ``unreachable``); ``status`` is None without a response."""
 
 
 def is_exempt(request: Request) -> bool:
@@ -262,7 +267,7 @@ class RobotsTxtMiddleware:
             response.body,
             self.user_agent(response.request) if response.request else self.default_user_agent,
         )
-        self._after(origin, result, f"status {response.status}")
+        self._after(origin, result, f"status {response.status}", response.status)
 
     def _on_error(self, failure: Failure) -> None:
         """A non-2xx status (through HttpError, after redirects) or a network failure."""
@@ -295,9 +300,11 @@ class RobotsTxtMiddleware:
             if isinstance(failure.value, Exception):
                 self._network_errors[origin] = failure.value
         result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
-        self._after(origin, result, failure.getErrorMessage())
+        self._after(origin, result, failure.getErrorMessage(), None)
 
-    def _after(self, origin: str, result: FetchResult, what: str) -> None:
+    def _after(self, origin: str, result: FetchResult, what: str, status: int | None) -> None:
+        if self.listener is not None:
+            self.listener.robots_fetched(origin, status, result.outcome.value, result.crawl_delay)
         if result.crawl_delay_invalid is not None:
             self.stats.inc_value("aimd/robots/crawl_delay_invalid")
             logger.warning(
@@ -321,7 +328,7 @@ class RobotsTxtMiddleware:
 
     def _apply_crawl_delay(self, origin: str, result: FetchResult) -> None:
         assert result.crawl_delay is not None
-        host = host_key_from_netloc(*origin.split("://", 1))
+        host = origin_host(origin)
         if result.crawl_delay_capped:
             self.stats.inc_value("aimd/robots/crawl_delay_capped")
             logger.warning(

@@ -39,7 +39,13 @@ from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import assign_slot, crawl_parts, request_host, request_origin
+from scrapy_aimd.crawl import (
+    assign_slot,
+    crawl_parts,
+    origin_host,
+    request_host,
+    request_origin,
+)
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
@@ -459,6 +465,18 @@ class AimdScheduler:
             self.jobdir.save_robots(origin, self.robots)
         if released:
             self.wake.now()
+
+    def robots_fetched(
+        self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+    ) -> None:
+        self.reporter.robots(
+            origin_host(origin),
+            self.clock(),
+            origin=origin,
+            status=status,
+            outcome=outcome,
+            crawl_delay=crawl_delay,
+        )
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         controller = self.frontier.controller(host)

@@ -155,6 +155,19 @@ def test_the_events_show_the_crawl_delay_and_the_pauses(crawl: DemoCrawl) -> Non
     assert floors[0]["t"] <= starts[1]
 
 
+def test_the_events_say_what_each_robots_txt_came_to(crawl: DemoCrawl) -> None:
+    """One ``robots`` event per origin, read back by the report."""
+    names = {item["title"].partition(":")[0]: host_key(item["url"]) for item in crawl.items()}
+    robots = {e["host"]: e for e in crawl.events() if e["event"] == "robots"}
+    assert set(robots) == set(names.values())
+    polite = robots[names["polite"]]
+    assert (polite["status"], polite["outcome"], polite["crawl_delay"]) == (200, "rules", 0.5)
+    assert polite["origin"] == "http://" + names["polite"]
+    crawl_read = read_events(crawl.events_path)
+    assert {origin.outcome for origin in crawl_read.robots.values()} <= {"rules", "allow_all"}
+    assert len(crawl_read.robots) == len(names)
+
+
 def test_the_summary_is_the_fold_of_the_events(crawl: DemoCrawl) -> None:
     """The close line's counts are what the report counts from the same events."""
     crawl_read = read_events(crawl.events_path)
