@@ -47,8 +47,9 @@ the next one), every 0.25 s, every 2000 writes and at close, so a request done
 is forgotten within a moment and a crash refetches little more than what was
 in flight.
 
-With the rows, the store keeps each host's controller state (gap, limit, best
-latency, pushback, Crawl-delay, the pause deadline as wall-clock time) and each
+With the rows, the store keeps each host's controller state (its whole memory:
+gap, limit, latencies, pushback, Crawl-delay, the pause, the round, the pace
+samples, with every time moved from the crawl's clock to POSIX time) and each
 origin's robots.txt (the rules and their age), so that a resumed crawl does not
 hammer a host that had asked it to slow down, nor fetch robots.txt again before
 it is due.
@@ -68,7 +69,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._compat import requests_in_progress
-from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
@@ -97,6 +98,9 @@ CHECKPOINT_WRITES: Final = 2000
 #: What Scrapy's own scheduler and dupefilter leave in a JOBDIR.
 STOCK_QUEUE: Final = "requests.queue"
 STOCK_SEEN: Final = "requests.seen"
+#: A saved host's ``times``: every time in its controller state is POSIX time.
+#: (Without it, the previous format: ``paused_until`` alone is.)
+POSIX_TIMES: Final = "posix"
 
 #: Request.to_dict() entries left out when they have these values (the defaults).
 _DEFAULTS: Final[dict[str, Any]] = {
@@ -360,20 +364,24 @@ class Jobdir:
         if not self._dirty_hosts or self.frontier is None:
             return
         for host in self._dirty_hosts:
-            state = self.frontier.controller(host).state()
-            until = state.get("paused_until")
-            if until is not None:
-                state["paused_until"] = self._wall(until)
-            self.store.save_state(f"host:{host}", {"controller": state, "saved": time.time()})
+            state = shift_state(self.frontier.controller(host).state(), self._wall_offset())
+            self.store.save_state(
+                f"host:{host}", {"controller": state, "saved": time.time(), "times": POSIX_TIMES}
+            )
         self._dirty_hosts.clear()
 
+    def _wall_offset(self) -> float:
+        """What moves a time on the crawl's clock to POSIX time, how times are saved
+        for a later run (whose clock, monotonic, may have restarted)."""
+        return time.time() - self.clock()
+
     def _wall(self, t: float) -> float:
-        """A time on the crawl's clock as POSIX time: how it is saved for a later run."""
-        return t + time.time() - self.clock()
+        """A time on the crawl's clock as POSIX time."""
+        return t + self._wall_offset()
 
     def _from_wall(self, t: float) -> float:
         """A saved POSIX time on this run's clock."""
-        return t - time.time() + self.clock()
+        return t - self._wall_offset()
 
     def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
         """The host's controller as a previous run left it, or None."""
@@ -384,9 +392,14 @@ class Jobdir:
         if not isinstance(state, dict):
             logger.warning("Ignoring the saved state of %s in %s: %r", host, self.store.path, saved)
             return None
-        until = state.get("paused_until")
-        if isinstance(until, (int, float)) and math.isfinite(until):
-            state["paused_until"] = self._from_wall(until)
+        if saved.get("times") == POSIX_TIMES:
+            state = shift_state(state, -self._wall_offset())
+        else:
+            # The previous format: ``paused_until`` alone is POSIX time (from_state
+            # moves the memory's times with it), the rest on the saving run's clock.
+            until = state.get("paused_until")
+            if isinstance(until, (int, float)) and math.isfinite(until):
+                state["paused_until"] = self._from_wall(until)
         try:
             controller = HostController.from_state(cfg, state)
         except ValueError as exc:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,8 +16,17 @@ import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
+from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
+from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.dupefilter import BATCH_KEYS, AimdDupeFilter
-from scrapy_aimd.jobdir import FRONTIER_FILENAME, JobdirError, RequestCodec, check_jobdir
+from scrapy_aimd.inflight import InFlight
+from scrapy_aimd.jobdir import (
+    FRONTIER_FILENAME,
+    Jobdir,
+    JobdirError,
+    RequestCodec,
+    check_jobdir,
+)
 from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import AimdSettingsError
@@ -296,3 +307,120 @@ async def a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
     await asyncio.sleep(0)
     assert engine.closed == ["jobdir_error"]
     assert scheduler.stats.get_value("aimd/jobdir/errors") == 1
+
+
+# -- the hosts' state across clocks ------------------------------------------------------
+
+#: The host's controller settings in both runs.
+HOST_CFG = ControllerConfig(max_concurrency=4, min_delay=0.5)
+#: The crawl's clock when the first run saves, and when the resumed run loads: the
+#: monotonic clock restarted (a reboot).
+SAVED_AT, RESUMED_AT = 5000.0, 10.0
+#: Memory fields that are times on the controller's clock.
+TIMES = ("last_start", "previous_start", "pause_start", "pause_until", "latency_since")
+
+
+def open_jobdir(path: Path, now: float, hosts: dict[str, HostController]) -> Jobdir:
+    """A Jobdir on a clock stopped at ``now``, whose frontier's hosts are ``hosts``
+    (a host not there is restored from the JOBDIR)."""
+    crawler = get_crawler(PagesSpider)
+    crawler.engine = FakeEngine()  # type: ignore[assignment]
+    spider = PagesSpider.from_crawler(crawler)
+    dupefilter = AimdDupeFilter(str(path), call_later=FakeTimer())
+    jobdir = Jobdir(path, crawler, spider, dupefilter, InFlight(), clock=lambda: now)
+
+    def make(host: str) -> HostController:
+        return hosts.get(host) or jobdir.controller(host, HOST_CFG) or HostController(HOST_CFG)
+
+    jobdir.frontier = Frontier(make, jobdir.store)
+    return jobdir
+
+
+def pushed_back(now: float) -> HostController:
+    """A host that answered 429 without Retry-After at ``now`` (no pause: a wider
+    gap) after a few good pages, then one more good page."""
+    host = HostController(HOST_CFG)
+    t = now - 20.0
+    for _ in range(8):
+        t = max(t, host.ready_at(t))
+        host.finish(host.start(t), t + 0.1, status=200, latency=0.1)
+        t += 0.1
+    host.finish(host.start(max(t, host.ready_at(t))), now, status=429)
+    start = host.ready_at(now)
+    host.finish(host.start(start), start + 0.1, status=200, latency=0.1)
+    assert host.state()["paused_until"] is None
+    return host
+
+
+def paused(now: float) -> HostController:
+    """A host that asked for a 60 s pause at ``now``."""
+    host = HostController(HOST_CFG)
+    host.finish(host.start(now - 1.0), now, status=429, retry_after=60.0)
+    assert host.state()["paused_until"] == now + 60.0
+    return host
+
+
+def save_and_resume(tmp_path: Path, hosts: dict[str, HostController]) -> Jobdir:
+    """Save ``hosts`` at SAVED_AT, reopen the JOBDIR at RESUMED_AT."""
+    first = open_jobdir(tmp_path, SAVED_AT, hosts)
+    for host in hosts:
+        first.frontier.controller(host)  # type: ignore[union-attr]
+        first.host_changed(host)
+    first.close()
+    return open_jobdir(tmp_path, RESUMED_AT, {})
+
+
+def assert_moved(restored: HostController, original: HostController, offset: float) -> None:
+    """``restored`` is ``original`` with every time ``offset`` seconds later, give or
+    take the real time that went by between the save and the load (a moment)."""
+    expected = HostController.from_state(HOST_CFG, shift_state(original.state(), offset))
+    assert (restored.delay, restored.concurrency) == (expected.delay, expected.concurrency)
+    assert restored.paused_until == pytest.approx(expected.paused_until, abs=1.0)
+    for ahead in (0.0, 0.3, 5.0, 100.0):
+        now = RESUMED_AT + ahead
+        assert restored.ready_at(now) == pytest.approx(expected.ready_at(now), abs=1.0), ahead
+    got, want = restored.state()["memory"], expected.state()["memory"]
+    for key in TIMES:
+        if want[key] is None:
+            assert got[key] is None, key
+        else:
+            assert got[key] == pytest.approx(want[key], abs=1.0), key
+    assert got["accepted"] == pytest.approx(want["accepted"], abs=1.0)
+
+
+@pytest.mark.parametrize("make", [pushed_back, paused], ids=["pushed-back", "paused"])
+def test_a_hosts_times_come_back_on_the_resumed_crawls_clock(
+    tmp_path: Path, make: Callable[[float], HostController]
+) -> None:
+    """After a reboot the crawl's clock starts again near zero: every time of a
+    saved host (its round, its starts, its pace samples, its pause) moves to the
+    new clock, so the host is ready when it was due, not in hours or at once."""
+    original = make(SAVED_AT)
+    resumed = save_and_resume(tmp_path, {"h": original})
+    restored = resumed.frontier.controller("h")  # type: ignore[union-attr]
+    assert resumed.stats.get_value("aimd/jobdir/hosts_restored") == 1
+    assert_moved(restored, original, RESUMED_AT - SAVED_AT)
+    due = original.ready_at(SAVED_AT) - SAVED_AT
+    assert RESUMED_AT + due - 1.0 <= restored.ready_at(RESUMED_AT) <= RESUMED_AT + due + 0.01
+    resumed.close()
+
+
+def test_a_state_saved_by_the_previous_format_still_loads(tmp_path: Path) -> None:
+    """The previous format saved ``paused_until`` alone as POSIX time, the rest on
+    the saving run's clock: it loads as it did (the pause, and the times with it,
+    on the new clock; without a pause, the times as they were)."""
+    first = open_jobdir(tmp_path, SAVED_AT, {})
+    wall = time.time() - SAVED_AT
+    for name, host in (("paused", paused(SAVED_AT)), ("pushed", pushed_back(SAVED_AT))):
+        state = host.state()
+        if state["paused_until"] is not None:
+            state["paused_until"] += wall
+        first.store.save_state(f"host:{name}", {"controller": state, "saved": time.time()})
+    first.close()
+    resumed = open_jobdir(tmp_path, RESUMED_AT, {})
+    restored = resumed.frontier.controller("paused")  # type: ignore[union-attr]
+    assert_moved(restored, paused(SAVED_AT), RESUMED_AT - SAVED_AT)
+    unmoved = resumed.frontier.controller("pushed")  # type: ignore[union-attr]
+    assert_moved(unmoved, pushed_back(SAVED_AT), 0.0)
+    assert resumed.stats.get_value("aimd/jobdir/hosts_restored") == 2
+    resumed.close()
