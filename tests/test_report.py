@@ -1179,8 +1179,8 @@ def test_a_fleets_files_are_shifted_by_their_open_and_merged_by_time(
     for start, until in pauses:
         assert any(abs(start - s) < 1e-6 and abs(until - u) < 1e-6 for s, u in drawn)
     # Merged by time: the throttles of all workers are in order.
-    for host in crawl.hosts.values():
-        times = [t.t for t in host.throttles]
+    for merged in crawl.hosts.values():
+        times = [t.t for t in merged.throttles]
         assert times == sorted(times)
 
 
