@@ -1264,3 +1264,11 @@ def test_the_command_draws_a_fleet(
     assert (tmp_path / "events-2.html").exists()
     assert main([str(paths[0]), str(tmp_path / "nope.jsonl")]) == 1
     assert "nope.jsonl" in capsys.readouterr().err
+    # Each worker's events.jsonl in its own directory: the page names their paths.
+    alike = []
+    for i, path in enumerate(paths):
+        (tmp_path / f"w{i}").mkdir()
+        alike.append(path.rename(tmp_path / f"w{i}" / "events.jsonl"))
+    assert main([*map(str, alike), "-o", str(out)]) == 0
+    named = ", ".join(str(path) for path in alike)
+    assert f"Drawn from {named}" in out.read_text(encoding="utf-8")

@@ -54,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def sources(paths: Sequence[Path]) -> list[str]:
+    """The files as the page names them: their names, or their paths where names repeat
+    (each worker's ``events.jsonl`` in its own directory)."""
+    names = [path.name for path in paths]
+    return names if len(set(names)) == len(names) else [str(path) for path in paths]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     events: list[Path] = args.events
@@ -67,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         order=args.order,
         max_hosts=args.max_hosts,
         title=args.title,
-        source=", ".join(path.name for path in events),
+        source=", ".join(sources(events)),
     )
     page = render_html(crawl, options)
     output: Path | None = args.output
