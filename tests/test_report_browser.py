@@ -33,6 +33,7 @@ from scrapy_aimd.report import order_hosts, read_crawl, read_events_files, rende
 from scrapy_aimd.report.html import MAX_PAGE, MIN_CHART
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -234,6 +235,22 @@ def open_page(browser: Browser, path: Path, page: str) -> None:
     browser.open(path.as_uri())
 
 
+@contextlib.contextmanager
+def window(browser: Browser, width: int) -> Iterator[None]:
+    """The page in a window ``width`` pixels wide, for the time of the block."""
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        mobile=False,
+        width=width,
+        height=900,
+        deviceScaleFactor=1,
+    )
+    try:
+        yield
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+
+
 # What the page looks like to someone reading it: drawn boxes, not just markup.
 MEASURE = """
 (() => {
@@ -372,17 +389,8 @@ HOVER = """
 def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_path: Path) -> None:
     crawl = read_crawl(lines(synthetic_events()))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        mobile=False,
-        width=1400,
-        height=900,
-        deviceScaleFactor=1,
-    )
-    try:
+    with window(browser, 1400):
         page = browser.evaluate(HOVER)
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
     assert page["total"] is not None and "responses/s, all hosts" in page["total"]
     assert [h["host"] for h in page["hosts"]] == order_hosts(crawl)
     for host in page["hosts"]:
@@ -395,21 +403,12 @@ def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_pa
 def test_the_layout_uses_the_windows_width(browser: Browser, tmp_path: Path, width: int) -> None:
     crawl = read_crawl(lines(synthetic_events()))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        mobile=False,
-        width=width,
-        height=900,
-        deviceScaleFactor=1,
-    )
-    try:
+    with window(browser, width):
         page = browser.evaluate(MEASURE)
         fonts = browser.evaluate(
             "[...document.querySelectorAll('section.host svg text')].slice(0, 20).map("
             "(t) => t.getBoundingClientRect().height)"
         )
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
     assert page["pageWidth"] <= page["viewWidth"]  # no sideways scrolling
     for host in page["hosts"]:
         svg_width = host["svg"][0]
@@ -488,17 +487,8 @@ def test_a_fleet_draws_a_lane_per_worker(browser: Browser, tmp_path: Path) -> No
         paths[-1].write_text("".join(lines(events)), encoding="utf-8")
     crawl = read_events_files(paths)
     open_page(browser, tmp_path / "fleet.html", render_html(crawl))
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        mobile=False,
-        width=1400,
-        height=900,
-        deviceScaleFactor=1,
-    )
-    try:
+    with window(browser, 1400):
         page = browser.evaluate(LANES)
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
     assert browser.console_errors() == []
     assert len(page["hosts"]) == len(crawl.hosts)
     for lanes in [page["overview"], *page["hosts"]]:
