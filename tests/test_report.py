@@ -1272,3 +1272,21 @@ def test_the_command_draws_a_fleet(
     assert main([*map(str, alike), "-o", str(out)]) == 0
     named = ", ".join(str(path) for path in alike)
     assert f"Drawn from {named}" in out.read_text(encoding="utf-8")
+
+
+def test_a_workers_malformed_close_field_falls_back_to_that_workers_count(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    names = list(fleet)
+    events = [dict(e) for e in fleet[names[1]]]
+    close = events[-1]
+    close["hosts"] = {h: dict(row) for h, row in close["hosts"].items()}
+    close["hosts"]["fast.example"]["requests"] = "many"
+    paths = [
+        write(tmp_path / "a.jsonl", fleet[names[0]]),
+        write(tmp_path / "b.jsonl", events),
+    ]
+    crawl = read_events_files(paths)
+    own = sum(1 for e in events if e["event"] == "start" and e["host"] == "fast.example")
+    first = fleet[names[0]][-1]["hosts"]["fast.example"]["requests"]
+    assert crawl.summary["fast.example"].requests == first + own
