@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from scrapy_aimd.report import ReportOptions, read_crawl, read_events, render_html
+from scrapy_aimd.report import (
+    ReportOptions,
+    read_crawl,
+    read_events,
+    read_events_files,
+    render_html,
+)
 from scrapy_aimd.report.__main__ import main
 from scrapy_aimd.report.draw import (
     bin_seconds,
@@ -1108,3 +1114,179 @@ def test_the_module_runs_without_scrapy(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
     assert (tmp_path / "e.html").stat().st_size > 10_000
+
+
+# -- a fleet: several workers' files as one crawl -----------------------------------------
+
+FLEET_HOSTS = (DEMO_HOSTS[0], DEMO_HOSTS[1], DEMO_HOSTS[3])
+#: Each worker opens this much later than the one before.
+FLEET_STAGGER = 2.5
+
+
+def fleet_worker(k: int, duration: float = 40.0) -> tuple[str, list[dict[str, Any]]]:
+    """Worker ``k``'s events file, as a fleet worker writes it: every line names it."""
+    worker = f"box{k}:{4000 + k}"
+    events = synthetic_events(FLEET_HOSTS, duration=duration - k, seed=20 + k)
+    events[0] = {**events[0], "wall": 1_717_000_000.0 + FLEET_STAGGER * k}
+    events[-1]["duplicates"] = {"total": 3 + k, "same": 3 + k}
+    return worker, [{**e, "worker": worker} for e in events]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> dict[str, list[dict[str, Any]]]:
+    return dict(fleet_worker(k) for k in range(3))
+
+
+def fleet_files(directory: Path, fleet: dict[str, list[dict[str, Any]]]) -> list[Path]:
+    """The files, the latest worker's first: the reader orders workers by their open."""
+    return [
+        write(directory / f"events-{i}.jsonl", events)
+        for i, events in reversed(list(enumerate(fleet.values())))
+    ]
+
+
+def test_a_fleets_files_are_shifted_by_their_open_and_merged_by_time(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    crawl = read_events_files(fleet_files(tmp_path, fleet))
+    names = list(fleet)
+    assert crawl.workers == names
+    assert crawl.worker_opened == {name: FLEET_STAGGER * k for k, name in enumerate(names)}
+    assert crawl.wall == 1_717_000_000.0
+    assert crawl.spider == "demo"
+    assert crawl.lines == sum(len(events) for events in fleet.values())
+    assert crawl.bad_lines == 0 and not crawl.unaligned
+    # The last worker's events sit FLEET_STAGGER * 2 later than in its own file.
+    last, shift = names[2], FLEET_STAGGER * 2
+    own = fleet[last]
+    assert crawl.end == pytest.approx(max(e["t"] for e in own) + shift)
+    for host in FLEET_HOSTS:
+        series = crawl.hosts[host.name]
+        starts = [e["t"] for e in own if e["event"] == "start" and e["host"] == host.name]
+        first = min(series.worker_starts[last])
+        assert first == series.bucket(starts[0] + shift)
+        assert sum(series.worker_starts[last].values()) == len(starts)
+        assert sum(sum(c.values()) for c in series.worker_starts.values()) == sum(
+            series.started.values()
+        )
+    pauses = [
+        (e["t"] + shift, e["until"] + shift)
+        for e in own
+        if e["event"] == "pause" and e["host"] == "ratelimited.example:8443"
+    ]
+    assert pauses
+    drawn = {(p.start, p.until) for p in crawl.hosts["ratelimited.example:8443"].pauses}
+    for start, until in pauses:
+        assert any(abs(start - s) < 1e-6 and abs(until - u) < 1e-6 for s, u in drawn)
+    # Merged by time: the throttles of all workers are in order.
+    for merged in crawl.hosts.values():
+        times = [t.t for t in merged.throttles]
+        assert times == sorted(times)
+
+
+def test_a_fleets_close_rows_add_up(tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]) -> None:
+    crawl = read_events_files(fleet_files(tmp_path, fleet))
+    rows = {name: events[-1]["hosts"] for name, events in fleet.items()}
+    # The last worker to close (on the shifted time) gives the gap and the limit.
+    latest = max(fleet, key=lambda n: fleet[n][-1]["t"] + crawl.worker_opened[n])
+    assert latest == list(fleet)[2]
+    assert crawl.closed and crawl.summary_source == "close"
+    for host in FLEET_HOSTS:
+        totals = crawl.summary[host.name]
+        each = [rows[name][host.name] for name in fleet]
+        for field in ("requests", "failures", "throttles", "pauses"):
+            assert getattr(totals, field) == sum(row[field] for row in each), field
+        assert totals.responses == sum((Counter(row["responses"]) for row in each), Counter())
+        assert totals.delay == rows[latest][host.name]["delay"]
+        assert totals.limit == rows[latest][host.name]["limit"]
+        assert totals.requests == crawl.hosts[host.name].counted.requests
+    paused = crawl.summary["ratelimited.example:8443"].paused_seconds
+    assert 0 < paused <= sum(rows[n]["ratelimited.example:8443"]["paused_seconds"] for n in fleet)
+    assert crawl.duplicates == {"total": 3 + 4 + 5, "same": 12}
+
+
+def test_one_lane_per_worker_under_each_host_and_in_the_overview(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    crawl = read_events_files(fleet_files(tmp_path, fleet))
+    page = render_html(crawl)
+    lanes = re.findall(r'<g class="worker-lane" data-worker="([^"]+)"', page)
+    assert lanes == list(fleet) * (1 + len(FLEET_HOSTS))
+    overview = page[page.index('<figure class="overview">') : page.index("</figure>")]
+    assert re.findall(r'data-worker="([^"]+)"', overview) == list(fleet)
+    assert "by worker, all hosts" in overview
+    for host in FLEET_HOSTS:
+        part = section(page, host.name)
+        assert re.findall(r'data-worker="([^"]+)"', part) == list(fleet)
+        assert part.count('<path d="M') >= 3  # each lane has its band of starts
+    assert "3 workers" in page
+    assert "moment the first worker opened" in page
+
+
+def test_one_workers_file_draws_as_before(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    path = write(tmp_path / "one.jsonl", next(iter(fleet.values())))
+    crawl = read_events_files([path])
+    assert crawl.workers == []
+    page = render_html(crawl)
+    assert page == render_html(read_events(path))
+    assert "worker-lane" not in page
+    assert "workers" not in page.split("</header>")[0]
+
+
+def test_a_fleet_file_without_an_open_time_or_a_close_is_said(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    first, second = list(fleet.values())[:2]
+    no_wall = [{k: v for k, v in first[0].items() if k != "wall"}, *first[1:]]
+    paths = [write(tmp_path / "a.jsonl", no_wall), write(tmp_path / "b.jsonl", second[:-1])]
+    crawl = read_events_files(paths)
+    assert crawl.unaligned == ["a.jsonl"]
+    assert crawl.worker_opened == {name: 0.0 for name in list(fleet)[:2]}
+    assert not crawl.closed  # one worker never closed
+    page = render_html(crawl)
+    assert "No open time (<code>wall</code>) in <code>a.jsonl</code>" in page
+    assert "no <code>close</code> line" in page
+
+
+def test_the_command_draws_a_fleet(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = fleet_files(tmp_path, fleet)
+    out = tmp_path / "fleet.html"
+    assert main([*map(str, paths), "-o", str(out)]) == 0
+    assert "3 workers" in capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert page.count('class="worker-lane"') == 3 * (1 + len(FLEET_HOSTS))
+    assert "Drawn from events-2.jsonl, events-1.jsonl, events-0.jsonl" in page
+    assert main([*map(str, paths)]) == 0
+    assert (tmp_path / "events-2.html").exists()
+    assert main([str(paths[0]), str(tmp_path / "nope.jsonl")]) == 1
+    assert "nope.jsonl" in capsys.readouterr().err
+    # Each worker's events.jsonl in its own directory: the page names their paths.
+    alike = []
+    for i, path in enumerate(paths):
+        (tmp_path / f"w{i}").mkdir()
+        alike.append(path.rename(tmp_path / f"w{i}" / "events.jsonl"))
+    assert main([*map(str, alike), "-o", str(out)]) == 0
+    named = ", ".join(str(path) for path in alike)
+    assert f"Drawn from {named}" in out.read_text(encoding="utf-8")
+
+
+def test_a_workers_malformed_close_field_falls_back_to_that_workers_count(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    names = list(fleet)
+    events = [dict(e) for e in fleet[names[1]]]
+    close = events[-1]
+    close["hosts"] = {h: dict(row) for h, row in close["hosts"].items()}
+    close["hosts"]["fast.example"]["requests"] = "many"
+    paths = [
+        write(tmp_path / "a.jsonl", fleet[names[0]]),
+        write(tmp_path / "b.jsonl", events),
+    ]
+    crawl = read_events_files(paths)
+    own = sum(1 for e in events if e["event"] == "start" and e["host"] == "fast.example")
+    first = fleet[names[0]][-1]["hosts"]["fast.example"]["requests"]
+    assert crawl.summary["fast.example"].requests == first + own

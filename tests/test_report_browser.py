@@ -22,16 +22,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_report import (
     DEMO_HOSTS,
+    fleet_worker,
     lines,
     many_hosts,
     synthetic_events,
     with_fine_counts,
 )
 
-from scrapy_aimd.report import order_hosts, read_crawl, render_html
+from scrapy_aimd.report import order_hosts, read_crawl, read_events_files, render_html
 from scrapy_aimd.report.html import MAX_PAGE, MIN_CHART
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -233,6 +235,22 @@ def open_page(browser: Browser, path: Path, page: str) -> None:
     browser.open(path.as_uri())
 
 
+@contextlib.contextmanager
+def window(browser: Browser, width: int) -> Iterator[None]:
+    """The page in a window ``width`` pixels wide, for the time of the block."""
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        mobile=False,
+        width=width,
+        height=900,
+        deviceScaleFactor=1,
+    )
+    try:
+        yield
+    finally:
+        browser.call("Emulation.clearDeviceMetricsOverride")
+
+
 # What the page looks like to someone reading it: drawn boxes, not just markup.
 MEASURE = """
 (() => {
@@ -371,17 +389,8 @@ HOVER = """
 def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_path: Path) -> None:
     crawl = read_crawl(lines(synthetic_events()))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        mobile=False,
-        width=1400,
-        height=900,
-        deviceScaleFactor=1,
-    )
-    try:
+    with window(browser, 1400):
         page = browser.evaluate(HOVER)
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
     assert page["total"] is not None and "responses/s, all hosts" in page["total"]
     assert [h["host"] for h in page["hosts"]] == order_hosts(crawl)
     for host in page["hosts"]:
@@ -394,21 +403,12 @@ def test_every_chart_gives_its_values_under_the_pointer(browser: Browser, tmp_pa
 def test_the_layout_uses_the_windows_width(browser: Browser, tmp_path: Path, width: int) -> None:
     crawl = read_crawl(lines(synthetic_events()))
     open_page(browser, tmp_path / "crawl.html", render_html(crawl))
-    browser.call(
-        "Emulation.setDeviceMetricsOverride",
-        mobile=False,
-        width=width,
-        height=900,
-        deviceScaleFactor=1,
-    )
-    try:
+    with window(browser, width):
         page = browser.evaluate(MEASURE)
         fonts = browser.evaluate(
             "[...document.querySelectorAll('section.host svg text')].slice(0, 20).map("
             "(t) => t.getBoundingClientRect().height)"
         )
-    finally:
-        browser.call("Emulation.clearDeviceMetricsOverride")
     assert page["pageWidth"] <= page["viewWidth"]  # no sideways scrolling
     for host in page["hosts"]:
         svg_width = host["svg"][0]
@@ -449,3 +449,59 @@ def test_screenshot_of_a_wide_window_and_a_short_crawl(browser: Browser, tmp_pat
     if target:
         for name, shot in shots.items():
             shutil.copyfile(shot, os.path.join(target, f"report-{name}.png"))
+
+
+# The fleet's lanes as drawn: each lane's box, and the tooltip at its middle.
+LANES = """
+(() => {
+  const lanes = (root) => [...root.querySelectorAll("g.worker-lane")].map((g) => {
+    const r = g.getBoundingClientRect();
+    g.scrollIntoView({block: "center"});
+    const box = g.getBoundingClientRect();
+    let el = document.elementFromPoint(box.left + box.width * 0.5, box.top + box.height / 2);
+    while (el && !(el.tagName === "g" && el.classList.contains("worker-lane"))) {
+      el = el.parentElement;
+    }
+    return {
+      worker: g.dataset.worker,
+      box: [r.width, r.height],
+      band: g.querySelector("path") ? g.querySelector("path").getBBox().width : 0,
+      tip: el ? el.querySelector("title").textContent : null,
+    };
+  });
+  return {
+    overview: lanes(document.querySelector("figure.overview")),
+    hosts: [...document.querySelectorAll("section.host")].map((s) => lanes(s)),
+  };
+})()
+"""
+
+
+def test_a_fleet_draws_a_lane_per_worker(browser: Browser, tmp_path: Path) -> None:
+    """Three workers' files: a lane each in the overview and under every host, each with
+    its band and its tooltip; a screenshot for people to look at."""
+    fleet = dict(fleet_worker(k) for k in range(3))
+    paths = []
+    for i, events in enumerate(fleet.values()):
+        paths.append(tmp_path / f"events-{i}.jsonl")
+        paths[-1].write_text("".join(lines(events)), encoding="utf-8")
+    crawl = read_events_files(paths)
+    open_page(browser, tmp_path / "fleet.html", render_html(crawl))
+    with window(browser, 1400):
+        page = browser.evaluate(LANES)
+    assert browser.console_errors() == []
+    assert len(page["hosts"]) == len(crawl.hosts)
+    for lanes in [page["overview"], *page["hosts"]]:
+        assert [lane["worker"] for lane in lanes] == list(fleet)
+        for lane in lanes:
+            width, height = lane["box"]
+            assert width > 600 and height >= 10, lane
+            assert lane["band"] > 100, lane  # its starts are drawn across the crawl
+            assert lane["tip"] is not None and lane["tip"].startswith(lane["worker"]), lane
+            assert "% of the starts here" in lane["tip"]
+    shot = tmp_path / "fleet.png"
+    browser.screenshot(shot, 1400)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    target = os.environ.get("REPORT_SCREENSHOT_DIR")
+    if target:
+        shutil.copyfile(shot, os.path.join(target, "report-fleet.png"))

@@ -1,5 +1,7 @@
 """The picture of a crawl: ``python -m scrapy_aimd.report EVENTS_FILE -o crawl.html``.
 
+Several events files (a fleet's workers') are drawn as one crawl, a lane per worker.
+
 :mod:`.series` reads an ``AIMD_EVENTS_FILE`` into per-host series (no HTML, no
 Scrapy), :mod:`.html` draws them as one self-contained page of inline SVG and
 :mod:`.png` as a picture, when matplotlib is installed.
@@ -17,6 +19,7 @@ from .series import (
     order_hosts,
     read_crawl,
     read_events,
+    read_events_files,
 )
 
 __all__ = [
@@ -29,5 +32,6 @@ __all__ = [
     "order_hosts",
     "read_crawl",
     "read_events",
+    "read_events_files",
     "render_html",
 ]

@@ -1,4 +1,7 @@
-"""``python -m scrapy_aimd.report EVENTS_FILE -o crawl.html [--png crawl.png]``."""
+"""``python -m scrapy_aimd.report EVENTS_FILE [EVENTS_FILE ...] -o crawl.html [--png crawl.png]``.
+
+Several files are a fleet's workers, drawn as one crawl with a lane per worker.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .html import ReportOptions, render_html
 from .png import MatplotlibMissing, render_png
-from .series import order_hosts, read_events
+from .series import order_hosts, read_events_files
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,12 +23,18 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m scrapy_aimd.report",
         description="Draw a crawl from its AIMD_EVENTS_FILE as one self-contained HTML page.",
     )
-    p.add_argument("events", type=Path, metavar="EVENTS_FILE", help="the crawl's events file")
+    p.add_argument(
+        "events",
+        type=Path,
+        nargs="+",
+        metavar="EVENTS_FILE",
+        help="the crawl's events file; several: a fleet's workers' files, drawn as one crawl",
+    )
     p.add_argument(
         "-o",
         "--output",
         type=Path,
-        help="the HTML file to write (default: EVENTS_FILE with .html), - for stdout",
+        help="the HTML file to write (default: the first EVENTS_FILE with .html), - for stdout",
     )
     p.add_argument("--png", type=Path, metavar="PNG", help="also draw a PNG (needs matplotlib)")
     p.add_argument(
@@ -45,22 +54,35 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def sources(paths: Sequence[Path]) -> list[str]:
+    """The files as the page names them: their names, or their paths where names repeat
+    (each worker's ``events.jsonl`` in its own directory)."""
+    names = [path.name for path in paths]
+    return names if len(set(names)) == len(names) else [str(path) for path in paths]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    events: list[Path] = args.events
     try:
-        crawl = read_events(args.events)
+        crawl = read_events_files(events)
     except OSError as exc:
-        print(f"error: cannot read {args.events}: {exc.strerror or exc}", file=sys.stderr)
+        name = exc.filename if exc.filename is not None else events[0]
+        print(f"error: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     options = ReportOptions(
-        order=args.order, max_hosts=args.max_hosts, title=args.title, source=args.events.name
+        order=args.order,
+        max_hosts=args.max_hosts,
+        title=args.title,
+        source=", ".join(sources(events)),
     )
     page = render_html(crawl, options)
     output: Path | None = args.output
     if output is None:
-        output = args.events.with_suffix(".html")
-    if output.exists() and output.resolve() == args.events.resolve():
-        print(f"error: {output} is the events file; choose another with -o", file=sys.stderr)
+        output = events[0].with_suffix(".html")
+    if output.exists() and any(output.resolve() == path.resolve() for path in events):
+        which = "the events file" if len(events) == 1 else "one of the events files"
+        print(f"error: {output} is {which}; choose another with -o", file=sys.stderr)
         return 1
     if str(output) == "-":
         sys.stdout.write(page)
@@ -71,7 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot write {output}: {exc.strerror or exc}", file=sys.stderr)
             return 1
         print(
-            f"wrote {output} ({len(crawl.hosts)} hosts, {crawl.lines:,} lines, "
+            f"wrote {output} ({len(crawl.hosts)} hosts, "
+            + (f"{len(crawl.workers)} workers, " if len(crawl.workers) > 1 else "")
+            + f"{crawl.lines:,} lines, "
             f"{len(page.encode()) / 1024:,.0f} KiB)",
             file=sys.stderr,
         )

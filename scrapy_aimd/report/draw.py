@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REASON_GROUPS",
+    "WORKER_COLOURS",
     "Bound",
     "MarkGroup",
     "ReasonGroup",
@@ -41,6 +42,7 @@ __all__ = [
     "reason_group",
     "rebin",
     "share_at_limit",
+    "short_label",
     "step_lookup",
     "time_at_floor",
     "time_ticks",
@@ -77,6 +79,15 @@ def reason_group(reason: str) -> ReasonGroup:
     if reason.lower() in ("timeout", "timeouterror", "tcptimedouterror"):
         return _GROUP_BY_KEY["timeout"]
     return _GROUP_BY_KEY["other"]
+
+
+#: A fleet's workers, one colour each (Okabe-Ito, without the yellow that white hides).
+WORKER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
+
+
+def short_label(name: str, chars: int) -> str:
+    """A name cut to ``chars`` from its end: a worker's ``host:pid`` differs at its end."""
+    return name if len(name) <= chars else "\N{HORIZONTAL ELLIPSIS}" + name[-(chars - 1) :]
 
 
 # -- numbers and labels -----------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from .. import __version__
 from .draw import (
     REASON_GROUPS,
+    WORKER_COLOURS,
     Bound,
     MarkGroup,
     ReasonGroup,
@@ -37,6 +38,7 @@ from .draw import (
     reason_group,
     rebin,
     share_at_limit,
+    short_label,
     step_lookup,
     time_at_floor,
     time_ticks,
@@ -115,18 +117,30 @@ def render_html(crawl: Crawl, options: ReportOptions | None = None) -> str:
         parts.append(_overview(crawl, charted, anchors, end, bounds))
     parts.append(_table(crawl, names, anchors, bounds))
     parts.append(_robots_and_duplicates(crawl))
+    workers = fleet_workers(crawl)
     for name in charted:
         parts.append(
             _host_section(
-                crawl.hosts[name], crawl.summary.get(name), anchors[name], end, bounds[name]
+                crawl.hosts[name],
+                crawl.summary.get(name),
+                anchors[name],
+                end,
+                bounds[name],
+                workers,
             )
         )
     source = f" from {escape(options.source)}" if options.source else ""
+    opened = "the first worker opened" if workers else "the crawl opened"
     parts.append(
         f"<footer><p>Drawn{source} by scrapy-aimd {escape(__version__)}. Times count from the "
-        "moment the crawl opened.</p></footer></main></body></html>\n"
+        f"moment {opened}.</p></footer></main></body></html>\n"
     )
     return "\n".join(part for part in parts if part)
+
+
+def fleet_workers(crawl: Crawl) -> list[str]:
+    """The workers that get lanes: a fleet's, when there is more than one."""
+    return list(crawl.workers) if len(crawl.workers) > 1 else []
 
 
 def _end(crawl: Crawl) -> float:
@@ -241,6 +255,8 @@ def _facts(crawl: Crawl, names: Sequence[str]) -> str:
     facts.append(f"ran {format_clock(crawl.end, precise=crawl.end < 60)}")
     requests = sum(totals.requests for totals in crawl.summary.values())
     facts.append(f"{len(names)} host{'s' * (len(names) != 1)}")
+    if len(crawl.workers) > 1:
+        facts.append(f"{len(crawl.workers)} workers")
     facts.append(f"{requests:,} request{'s' * (requests != 1)}")
     if crawl.closed:
         facts.append(f"closed: {escape(crawl.close_reason or 'unknown reason')}")
@@ -270,6 +286,12 @@ def _notes(crawl: Crawl, names: Sequence[str], charted: Sequence[str]) -> str:
             f"{crawl.bad_lines:,} line{'s were' if crawl.bad_lines != 1 else ' was'} not "
             f"readable and skipped (line{'s' * (crawl.bad_lines != 1)} "
             f"{', '.join(numbers)}).{partial}"
+        )
+    if crawl.unaligned:
+        files = ", ".join(f"<code>{escape(name)}</code>" for name in crawl.unaligned)
+        notes.append(
+            f"No open time (<code>wall</code>) in {files}: drawn as if opened with the "
+            "earliest worker."
         )
     if crawl.unknown_events:
         kinds = ", ".join(
@@ -691,6 +713,18 @@ def _overview(
     body.extend(_total_hover(first, total, x, 14, 14 + top_height))
     lanes_top = 14 + top_height + 14
     bottom = lanes_top + LANE * len(names)
+    workers = fleet_workers(crawl)
+    if workers:
+        lanes, bottom = _worker_lanes(
+            workers,
+            worker_rates(crawl.hosts.values(), workers, width, x.end),
+            first.edges,
+            bottom + 8,
+            OVERVIEW_LEFT,
+            "starts per second, by worker, all hosts",
+            label_chars=30,
+        )
+        body.extend(lanes)
     body.extend(_time_axis(x, bottom, 14))
     body.append(f'<path d="M{OVERVIEW_LEFT} {_n(14 + top_height)}h{plot}" stroke="{AXIS}"/>')
     mark_width = x.seconds(MARK_PIXELS)
@@ -721,11 +755,87 @@ def _overview(
         )
         body.append("".join(lane))
     svg = _svg(WIDTH, bottom + 22, "Overview of all drawn hosts over time", body)
+    fleet = (
+        f" Under them, one lane per worker of the fleet ({len(workers)}): its starts per "
+        "second over all hosts, on one scale for all workers."
+        if workers
+        else ""
+    )
     return (
         f'<figure class="overview">{svg}<figcaption>Each lane is one host; grey is its '
         "responses per second, scaled to the host's own peak. Click a host's name for "
-        "its charts.</figcaption></figure>"
+        f"its charts.{fleet}</figcaption></figure>"
     )
+
+
+WORKER_LANE = 16
+
+
+def worker_rates(
+    hosts: Iterable[HostSeries], workers: Sequence[str], width: float, end: float
+) -> dict[str, list[float]]:
+    """Each worker's starts per second on ``hosts``, in bins of ``width`` seconds."""
+    out: dict[str, list[float]] = {}
+    for host in hosts:
+        for worker in workers:
+            counts = host.worker_starts.get(worker)
+            if not counts:
+                continue
+            binned = rebin(counts, width, end, tick=host_tick(host))
+            rates = [n / width for n in binned]
+            before = out.get(worker)
+            out[worker] = (
+                rates if before is None else [a + b for a, b in zip(before, rates, strict=True)]
+            )
+    return out
+
+
+def _worker_lanes(
+    workers: Sequence[str],
+    rates: Mapping[str, Sequence[float]],
+    edges: Sequence[float],
+    top: float,
+    left: float,
+    title: str,
+    *,
+    label_chars: int,
+) -> tuple[list[str], float]:
+    """One lane per worker, its starts per second on one scale for all lanes, with a
+    tooltip of its share; returns the pieces and the bottom of the last lane."""
+    body = [
+        f'<text class="halo" x="{_n(left)}" y="{_n(top + 13)}" font-size="11.5" '
+        f'font-weight="600" fill="{INK}">{escape(title)}</text>'
+    ]
+    top += PANEL_TITLE
+    bins = len(edges) - 1
+    zero = [0.0] * bins
+    peak = max((v for row in rates.values() for v in row), default=0.0)
+    totals = {w: sum(rates.get(w, zero)) for w in workers}  # bins of equal seconds
+    everyone = sum(totals.values()) or 1.0
+    for i, worker in enumerate(workers):
+        row = list(rates.get(worker, zero))
+        lane_top = top + i * WORKER_LANE
+        colour = WORKER_COLOURS[i % len(WORKER_COLOURS)]
+        scale = ValueScale(peak, lane_top + WORKER_LANE - 1, WORKER_LANE - 3, exact=True)
+        tip = (
+            f"{worker}: {totals[worker] / everyone:.0%} of the starts here, "
+            f"at most {format_count(max(row, default=0.0))} starts/s"
+        )
+        lane = [
+            f'<g class="worker-lane" data-worker="{escape(worker)}"><title>{escape(tip)}</title>',
+            f'<rect x="{_n(left)}" y="{_n(lane_top)}" width="{_n(edges[-1] - left)}" '
+            f'height="{WORKER_LANE}" fill="#fff" fill-opacity="0"/>',
+        ]
+        band = _band(edges, zero, row, scale)
+        if band:
+            lane.append(f'<path d="{band}" fill="{colour}" fill-opacity="0.75"/>')
+        lane.append(
+            f'<text x="{_n(left - 6)}" y="{_n(lane_top + WORKER_LANE / 2)}" dy="3.5" '
+            f'font-size="10.5" fill="{colour}" text-anchor="end">'
+            f"{escape(short_label(worker, label_chars))}</text></g>"
+        )
+        body.append("".join(lane))
+    return body, top + WORKER_LANE * len(workers)
 
 
 def _total_hover(
@@ -917,7 +1027,12 @@ PANEL_GAP = 10
 
 
 def _host_section(
-    host: HostSeries, totals: HostTotals | None, anchor: str, end: float, bound: Bound
+    host: HostSeries,
+    totals: HostTotals | None,
+    anchor: str,
+    end: float,
+    bound: Bound,
+    workers: Sequence[str] = (),
 ) -> str:
     totals = totals or host.counted
     x = TimeScale(end, LEFT, PLOT)
@@ -973,6 +1088,19 @@ def _host_section(
         body.append(_value_axis(scale, LEFT, PLOT, label))
         body.append(f'<path d="M{LEFT} {_n(y + height)}h{PLOT}" stroke="{AXIS}"/>')
         y += height + PANEL_GAP
+    hover_bottom = y - PANEL_GAP
+    if workers:
+        lanes, y = _worker_lanes(
+            workers,
+            worker_rates([host], workers, rates.width, x.end),
+            rates.edges,
+            y,
+            LEFT,
+            "starts per second, by worker",
+            label_chars=14,
+        )
+        body.extend(lanes)
+        y += PANEL_GAP
     axis_y = y - PANEL_GAP
     limit_y, gap_y, rate_y, latency_y = scales
 
@@ -1026,7 +1154,9 @@ def _host_section(
         f"{host.host}: concurrency limit, gap, responses per second and latency over time, "
         f"{totals.throttles} throttles, {totals.pauses} pauses"
     )
-    hover = _hover_columns(host, x, content_top, axis_y, (limit_points, gap_points, floor), spans)
+    hover = _hover_columns(
+        host, x, content_top, hover_bottom, (limit_points, gap_points, floor), spans
+    )
     svg = _svg(WIDTH, axis_y + 22, description, [*background, *body, *hover, *overlay])
     return (
         f'<section class="host" id="{anchor}" data-host="{escape(host.host)}">'

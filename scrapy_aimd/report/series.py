@@ -8,6 +8,8 @@ so that the report can say how much of the file it could not use.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import json
 import math
 from collections import Counter
@@ -20,7 +22,7 @@ from scrapy_aimd.host_totals import HostTotals, as_integer, as_number, pause_unt
 from scrapy_aimd.report.draw import RobotsOrigin, coarsen
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
     "Crawl",
@@ -31,6 +33,7 @@ __all__ = [
     "order_hosts",
     "read_crawl",
     "read_events",
+    "read_events_files",
 ]
 
 KNOWN_EVENTS = HOST_EVENTS | {"open", "close"}
@@ -92,6 +95,10 @@ class HostSeries:
     counted: HostTotals = field(default_factory=HostTotals)
     #: Seconds per key of the counts (HostSeries built by hand count per second).
     tick: float = 1.0
+    #: A fleet's starts per worker (the event's ``worker``), counted like ``started``.
+    worker_starts: dict[str, Counter[int]] = field(default_factory=dict)
+    #: Each worker's own count of the host: what its close row falls back to.
+    worker_counted: dict[str, HostTotals] = field(default_factory=dict)
 
     def bucket(self, t: float) -> int:
         """The key of the counts for time ``t``; coarsens fine counts past FINE_SECONDS."""
@@ -101,7 +108,13 @@ class HostSeries:
 
     def coarsen(self, factor: int) -> None:
         """Keep the counts per ``factor`` ticks from now on."""
-        for counts in (self.started, self.responses, self.failures, self.latency_count):
+        for counts in (
+            self.started,
+            self.responses,
+            self.failures,
+            self.latency_count,
+            *self.worker_starts.values(),
+        ):
             merged = coarsen(counts, factor)
             counts.clear()
             counts.update({k: int(v) for k, v in merged.items()})
@@ -157,6 +170,12 @@ class Crawl:
     robots: dict[str, RobotsOrigin] = field(default_factory=dict)
     #: Requests dropped as already seen: ``total``, and by kind where known.
     duplicates: dict[str, int] = field(default_factory=dict)
+    #: A fleet's workers, by when they opened (empty for one file without ``worker``).
+    workers: list[str] = field(default_factory=list)
+    #: Each worker's open, in seconds after the earliest worker's (its file's shift).
+    worker_opened: dict[str, float] = field(default_factory=dict)
+    #: Files read together that have no ``wall`` in their open line: drawn unshifted.
+    unaligned: list[str] = field(default_factory=list)
 
     def host(self, name: str) -> HostSeries:
         series = self.hosts.get(name)
@@ -177,25 +196,121 @@ def read_events(path: str | Path) -> Crawl:
 def read_crawl(lines: Iterable[str]) -> Crawl:
     """Build a :class:`Crawl` from events lines (with or without their newlines)."""
     crawl = Crawl()
-    close: dict[str, Any] | None = None
-    last_number = 0
-    last_ended = True
+    closes: list[dict[str, Any]] = []
+    last: _Line | None = None
+    for last in _lines(lines, 0.0, None):
+        _take(crawl, last, closes)
+    if last is not None and last.record is None and not last.ended:
+        crawl.last_line_partial = True
+    _finish(crawl, closes[-1:], files=1)
+    return crawl
+
+
+def read_events_files(paths: Sequence[str | Path]) -> Crawl:
+    """Read the events files of a fleet's workers as one crawl, line by line.
+
+    Each file's times count from its own open; they are shifted by its ``wall``
+    time minus the earliest one, then merged by time, so that every worker's
+    events sit on one time axis. Each file's worker is its open line's
+    ``worker`` (else the file's name). One file reads exactly as
+    :func:`read_events`.
+    """
+    if len(paths) == 1:
+        return read_events(paths[0])
+    crawl = Crawl()
+    with contextlib.ExitStack() as stack:
+        heads = []
+        for path in paths:
+            handle = stack.enter_context(
+                Path(path).open("r", encoding="utf-8", errors="replace", newline="")
+            )
+            heads.append((Path(path), handle, _open_line(handle)))
+        walls = [wall for _, _, (_, wall, _) in heads if wall is not None]
+        earliest = min(walls, default=0.0)
+        names: list[str] = []
+        streams = []
+        for path, handle, (first, wall, worker) in heads:
+            name = worker or path.stem
+            name = _unique(name, names)
+            names.append(name)
+            shift = 0.0 if wall is None else wall - earliest
+            if wall is None:
+                crawl.unaligned.append(path.name)
+            crawl.worker_opened[name] = shift
+            text = [first, *handle] if first is not None else handle
+            streams.append(_lines(text, shift, name))
+        crawl.workers = sorted(names, key=lambda n: (crawl.worker_opened[n], names.index(n)))
+        closes: list[dict[str, Any]] = []
+        partial: dict[str | None, _Line] = {}
+        for line in heapq.merge(*streams, key=lambda line: line.t):
+            _take(crawl, line, closes)
+            partial[line.worker] = line
+    crawl.last_line_partial = any(
+        line.record is None and not line.ended for line in partial.values()
+    )
+    _finish(crawl, closes, files=len(paths))
+    return crawl
+
+
+def _open_line(handle: Iterator[str]) -> tuple[str | None, float | None, str | None]:
+    """A file's first line, its ``wall`` and its ``worker`` (None where it has none)."""
+    for line in handle:
+        if not line.strip():
+            continue
+        record = _parse(line.strip())
+        if record is None or record["event"] != "open":
+            return line, None, None
+        worker = record.get("worker")
+        return line, as_number(record.get("wall")), worker if isinstance(worker, str) else None
+    return None, None, None
+
+
+def _unique(name: str, taken: Sequence[str]) -> str:
+    """Two files that name the same worker stay two lanes."""
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}#{n}"
+    return candidate
+
+
+@dataclass(slots=True)
+class _Line:
+    """One non-empty line of an events file, its time shifted to the crawl's."""
+
+    t: float
+    number: int
+    record: dict[str, Any] | None
+    ended: bool
+    worker: str | None
+
+
+def _lines(lines: Iterable[str], shift: float, worker: str | None) -> Iterator[_Line]:
+    """The non-empty lines of one file; an unreadable one keeps the time before it."""
+    t = 0.0
     for number, line in enumerate(lines, 1):
-        last_number, last_ended = number, line.endswith("\n")
         text = line.strip()
         if not text:
             continue
-        crawl.lines += 1
         record = _parse(text)
-        if record is None or not _apply(crawl, record):
-            _bad(crawl, number)
-            continue
-        if record["event"] == "close":
-            close = record
-    if crawl.bad_line_numbers and crawl.bad_line_numbers[-1] == last_number and not last_ended:
-        crawl.last_line_partial = True
-    _finish(crawl, close)
-    return crawl
+        if record is not None:
+            if shift:
+                record["t"] += shift
+                if (until := as_number(record.get("until"))) is not None:
+                    record["until"] = until + shift
+            if worker is not None:
+                record["worker"] = worker
+            t = max(t, record["t"])
+        yield _Line(t, number, record, line.endswith("\n"), worker)
+
+
+def _take(crawl: Crawl, line: _Line, closes: list[dict[str, Any]]) -> None:
+    crawl.lines += 1
+    record = line.record
+    if record is None or not _apply(crawl, record):
+        _bad(crawl, line.number)
+    elif record["event"] == "close":
+        closes.append(record)
 
 
 def _parse(text: str) -> dict[str, Any] | None:
@@ -256,9 +371,14 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
     host.last_t = max(host.last_t, t)
     if event != "pause":  # add_pause counts it
         host.counted.add(record)
+    worker = record.get("worker")
+    if isinstance(worker, str):
+        host.worker_counted.setdefault(worker, HostTotals()).add(record)
     second = host.bucket(t)
     if event == "start":
         host.started[second] += 1
+        if isinstance(worker, str):
+            host.worker_starts.setdefault(worker, Counter())[second] += 1
         in_flight = as_integer(record.get("in_flight"))
         if in_flight is not None and in_flight > host.peak_in_flight.get(second, -1):
             host.peak_in_flight[second] = in_flight
@@ -329,22 +449,75 @@ def _set_state(host: HostSeries, t: float, delay: float | None, limit: int | Non
 # -- the summary ------------------------------------------------------------------------
 
 
-def _finish(crawl: Crawl, close: dict[str, Any] | None) -> None:
-    """Take the summary from the ``close`` line where it says something, else count it."""
+def _finish(crawl: Crawl, closes: list[dict[str, Any]], *, files: int) -> None:
+    """Take the summary from the ``close`` lines where they say something, else count it.
+
+    A fleet's workers each close with their own rows: the counts add up, the gap
+    and the limit are the latest close's, pause time is the union of the pauses.
+    """
     crawl.summary = {name: host.counted for name, host in crawl.hosts.items()}
-    if close is None:
+    if not closes:
         return
-    crawl.closed = True
-    reason = close.get("reason")
+    crawl.closed = len(closes) >= files
+    reason = closes[-1].get("reason")
     crawl.close_reason = reason if isinstance(reason, str) else None
-    hosts = close.get("hosts")
-    if not isinstance(hosts, dict):
-        return
-    crawl.summary_source = "close"
-    for name, row in hosts.items():
-        if isinstance(row, dict):
-            counted = crawl.hosts[name].counted if name in crawl.hosts else HostTotals()
-            crawl.summary[name] = _totals_from_close(row, counted)
+    if files > 1:
+        crawl.duplicates = _summed_duplicates(closes)
+    rows: dict[str, list[HostTotals]] = {}
+    for close in closes:
+        hosts = close.get("hosts")
+        if not isinstance(hosts, dict):
+            continue
+        crawl.summary_source = "close"
+        worker = close.get("worker")
+        for name, row in hosts.items():
+            if not isinstance(row, dict):
+                continue
+            host = crawl.hosts.get(name)
+            if host is None:
+                counted = HostTotals()
+            elif files > 1 and isinstance(worker, str):
+                counted = host.worker_counted.get(worker, HostTotals())
+            else:
+                counted = host.counted
+            rows.setdefault(name, []).append(_totals_from_close(row, counted))
+    for name, totals in rows.items():
+        host = crawl.hosts.get(name)
+        crawl.summary[name] = totals[0] if len(totals) == 1 else _fleet_totals(totals, host)
+
+
+def _summed_duplicates(closes: list[dict[str, Any]]) -> dict[str, int]:
+    summed: Counter[str] = Counter()
+    for close in closes:
+        dupes = close.get("duplicates")
+        if isinstance(dupes, dict):
+            summed.update(
+                {str(k): n for k, v in dupes.items() if (n := as_integer(v)) is not None and n >= 0}
+            )
+    return dict(summed)
+
+
+def _fleet_totals(rows: list[HostTotals], host: HostSeries | None) -> HostTotals:
+    """One host's close rows of several workers (in the order they closed) as one."""
+    latest = rows[-1]
+    best = [r.best_latency for r in rows if r.best_latency is not None]
+    paused = max(r.paused_seconds for r in rows)
+    if host is not None and host.pauses:
+        paused = host.counted.paused_seconds  # the union over every worker's pauses
+    responses: Counter[str] = Counter()
+    for row in rows:
+        responses.update(row.responses)
+    return HostTotals(
+        requests=sum(r.requests for r in rows),
+        responses=responses,
+        failures=sum(r.failures for r in rows),
+        throttles=sum(r.throttles for r in rows),
+        pauses=sum(r.pauses for r in rows),
+        paused_seconds=paused,
+        delay=latest.delay,
+        limit=latest.limit,
+        best_latency=min(best) if best else None,
+    )
 
 
 def _totals_from_close(row: dict[str, Any], counted: HostTotals) -> HostTotals:
