@@ -29,6 +29,7 @@ import math
 import os
 import socket
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -507,6 +508,10 @@ class FleetScheduler:
             return
         if reaction is None:
             return
+        if reaction.paused_until is not None:
+            # The pause ends on the Redis server's clock: the reporter counts on ours.
+            local_end = now + (reaction.paused_until - self.fleet.now())
+            reaction = replace(reaction, paused_until=local_end)
         self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
         flight = self.flights.get(request)
         if flight is not None:

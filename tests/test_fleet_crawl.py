@@ -219,3 +219,6 @@ def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_
     summary = summarize(log, specs)["paused"]
     assert summary.throttled >= 1
     assert summary.pages_fetched == summary.pages_total, summary
+    # Pauses are counted on the worker's clock, not the Redis server's.
+    paused = [worker.stats().get("aimd/pause_seconds", 0) for worker in fleet]
+    assert any(paused) and all(0 <= seconds < 120 for seconds in paused), paused
