@@ -42,7 +42,7 @@ from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, origin_host, request_host
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
@@ -526,14 +526,7 @@ class FleetScheduler:
     def robots_fetched(
         self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
     ) -> None:
-        self.reporter.robots(
-            origin_host(origin),
-            self.clock(),
-            origin=origin,
-            status=status,
-            outcome=outcome,
-            crawl_delay=crawl_delay,
-        )
+        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay)
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         if self.lost or self.frontier is None:

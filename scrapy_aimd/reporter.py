@@ -23,7 +23,7 @@ from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import create_looping_call
 
 from scrapy_aimd import signals
-from scrapy_aimd.crawl import request_host
+from scrapy_aimd.crawl import origin_host, request_host
 from scrapy_aimd.events import EventLog, event_record, events_path
 from scrapy_aimd.host_totals import HostTotals
 from scrapy_aimd.live import HostsView, QueuedHosts, hosts_line
@@ -162,20 +162,13 @@ class Reporter:
         )
 
     def robots(
-        self,
-        host: str,
-        now: float,
-        *,
-        origin: str,
-        status: int | None,
-        outcome: str,
-        crawl_delay: float | None,
+        self, now: float, origin: str, status: int | None, outcome: str, crawl_delay: float | None
     ) -> None:
         """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
         self._event(
             "robots",
             now,
-            host,
+            origin_host(origin),
             origin=origin,
             status=status,
             outcome=outcome,

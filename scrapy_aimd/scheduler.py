@@ -42,7 +42,6 @@ from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
     assign_slot,
     crawl_parts,
-    origin_host,
     request_host,
     request_origin,
 )
@@ -469,14 +468,7 @@ class AimdScheduler:
     def robots_fetched(
         self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
     ) -> None:
-        self.reporter.robots(
-            origin_host(origin),
-            self.clock(),
-            origin=origin,
-            status=status,
-            outcome=outcome,
-            crawl_delay=crawl_delay,
-        )
+        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay)
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         controller = self.frontier.controller(host)

@@ -142,9 +142,7 @@ def test_the_close_line_carries_the_duplicates_and_robots_outcomes_are_read(
 ) -> None:
     host = Host(tmp_path)
     host.crawler.stats.set_value("dupefilter/filtered", 7)  # type: ignore[union-attr]
-    host.reporter.robots(
-        HOST, host.now, origin="http://a.test", status=200, outcome="rules", crawl_delay=0.5
-    )
+    host.reporter.robots(host.now, "http://a.test", 200, "rules", 0.5)
     host.answer(200)
     events = host.close()
     assert events[-1]["duplicates"] == {"total": 7}
