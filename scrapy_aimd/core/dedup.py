@@ -165,6 +165,8 @@ class SeenSet:
                 return False
             return self._add_zero()
         if slot:
+            # The probe loop of __contains__, inlined on purpose: add() runs for
+            # every request, and a shared helper would cost a call per probe.
             step = 1 + (key // capacity) % (capacity - 1)
             while True:
                 index += step
