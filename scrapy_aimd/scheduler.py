@@ -256,7 +256,7 @@ class AimdScheduler:
                 self._set_aside(request, verdict)
                 return
         self.frontier.push(
-            request_host(request),
+            host,
             request,
             priority=request.priority,
             depth=_depth(request),
@@ -495,6 +495,10 @@ class AimdScheduler:
             return
         for request in self.flights.done_without_feedback(in_progress):
             self._release(request, now)
+            flight = self.flights.get(request)
+            if flight is not None:  # a middleware after ours swapped it: no feedback will come
+                flight.sent_at = flight.reaction = None
+                self.flights.settle(request)
             self.stats.inc_value("aimd/in_flight/no_feedback")
             logger.debug("No feedback for %s, which the engine is done with", request)
 

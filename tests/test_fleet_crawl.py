@@ -111,7 +111,7 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     # little jitter aside), whichever worker sent them. (Each worker fetches
     # robots.txt once itself, before it knows the delay.)
     gaps = arrival_gaps(page_records(log, "slowly"))
-    assert gaps and min(gaps) >= delay * 0.9, gaps
+    assert gaps and min(gaps) >= delay - 0.1, gaps
 
 
 def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: str) -> None:
@@ -152,7 +152,7 @@ def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str
         assert summary.pages_fetched == summary.pages_total, (name, summary)
     starts = [e["t"] for e in late.events() if e["event"] == "start"]
     assert starts, late.log()[-3000:]
-    assert starts[0] < 2.0, starts[:3]
+    assert starts[0] < 5.0, starts[:3]
 
 
 def test_the_fleet_closes_after_its_idle_time(tmp_path: Path, redis_url: str) -> None:
