@@ -1387,17 +1387,25 @@ def told_latency(model: ModelHost, in_flight: float) -> float:
 @dataclasses.dataclass
 class OutageHost:
     """A healthy host that answers every request with a fast 503, without Retry-After,
-    for ``length`` seconds from ``begin`` (a deploy, a restart)."""
+    for ``length`` seconds from ``begin`` (a deploy, a restart); with ``capacity``, also
+    503 above that many at once (the benchmark farm's ``outage`` host)."""
 
     latency: float
     begin: float
     length: float
+    capacity: int | None = None
     jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(7))
+    busy_until: list[float] = dataclasses.field(default_factory=list)
 
     def answer(self, now: float) -> tuple[int, float, float | None]:
         if self.begin <= now < self.begin + self.length:
             return 503, 0.01, None
-        return 200, self.latency * self.jitter.uniform(0.8, 1.2), None
+        self.busy_until = [t for t in self.busy_until if t > now]
+        if self.capacity is not None and len(self.busy_until) >= self.capacity:
+            return 503, 0.01, None
+        latency = self.latency * self.jitter.uniform(0.8, 1.2)
+        self.busy_until.append(now + latency)
+        return 200, latency, None
 
 
 @dataclasses.dataclass
@@ -1714,6 +1722,97 @@ def test_a_fast_robots_txt_does_not_slow_the_pages() -> None:
 @pytest.mark.parametrize("length", [5.0, 20.0, 60.0])
 def test_after_an_outage_the_host_is_back_at_full_pace_within_2t_plus_30s(length: float) -> None:
     assert outage_recovery(length) <= 2 * length + 30.0
+
+
+def first_good_after(result: SimResult, since: float) -> float:
+    return min(t for t in result.ok_times if t >= since)
+
+
+@pytest.mark.parametrize("length", [5.0, 20.0, 60.0])
+def test_in_an_outage_the_first_good_answer_comes_soon_after_it_ends(length: float) -> None:
+    # The gap grows no wider than a quarter of the time refused: the first request
+    # after the outage ends starts at most a quarter of its length late.
+    begin = 60.0
+    result = simulate(ControllerConfig(), OutageHost(0.1, begin, length), begin + length + 60)
+    late = first_good_after(result, begin + length) - (begin + length)
+    assert late <= 0.25 * length + 0.2, late
+    refused = [t for t, _, refused in result.gaps if refused]
+    # ... and it still asks rarely: a logarithmic number of times.
+    assert len(refused) <= 3 + math.log(length / 0.01) / math.log(1.25), len(refused)
+
+
+def test_after_an_outage_the_host_goes_straight_back_to_its_gap_and_limit() -> None:
+    # The farm's outage host: 100 ms pages, 503 above 4 at once, 503 to everything
+    # for 5 s. The outage was not the crawl's doing: the first good answer after it
+    # brings back the limit of 4 and the gap of 0, not a ramp from a limit of 1.
+    model = OutageHost(0.1, 20.0, 5.0, capacity=4)
+    result = simulate(ControllerConfig(), model, 40.0)
+    back = first_good_after(result, 25.0)
+    limits_then = [limit for t, limit in result.limits if back <= t <= back + 0.01]
+    assert limits_then and max(limits_then) >= 4, result.limits
+    assert back_at_full_pace(result, 25.0, 4 / 0.1) <= back + 0.5
+
+
+def test_a_strict_limiter_that_refuses_the_first_burst_is_no_outage() -> None:
+    # 2 requests a second, 503 without Retry-After: it takes the crawl's first requests
+    # at any pace and refuses a quarter of that pace too. No steady pace was taken, so
+    # nothing is restored: the refused pace is not tried again.
+    host = make()
+    now = 0.0
+    for _ in range(2):  # two fast answers: the limit doubles to 2
+        now = good_round(host, now)
+    refusals = 0
+    while host.delay < 0.5 and refusals < 20:
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
+        now += 0.01
+        refusals += 1
+    gap = host.delay
+    now = one_good(host, now)
+    assert host.delay >= gap / 2  # closes from the gap it had found, not from 0
+    assert host.concurrency == 1
+
+
+def test_a_limit_lowered_for_good_is_taken_for_an_outage_at_most_once_per_probe_time() -> None:
+    # A host that served steadily, then takes a tenth of that pace for good: the
+    # first time looks like an outage and the old pace is restored; refused again
+    # within probe_time, it is not restored again.
+    host = make(max_concurrency=1)
+    now = 0.0
+    for _ in range(30):
+        now = one_good(host, now, latency=0.05)
+    restored = 0
+    for _ in range(2):
+        while host.delay < 0.5:
+            now = max(now, host.ready_at(now))
+            host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
+            now += 0.01
+        now = one_good(host, now)
+        restored += host.delay == 0.0
+    assert restored == 1
+
+
+def test_an_outage_in_progress_round_trips_through_its_state() -> None:
+    cfg = ControllerConfig()
+    host = make()
+    now = grow_to(host, 8)
+    for _ in range(30):
+        now = good_round(host, now)
+    for _ in range(8):
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
+        now += 0.01
+    state = json.loads(json.dumps(host.state(), allow_nan=False))
+    assert state["memory"]["outage"]["proven"] is True
+    twin = HostController.from_state(cfg, state)
+    for controller in (host, twin):
+        one_good(controller, max(now, controller.ready_at(now)))
+    assert (twin.delay, twin.concurrency) == (host.delay, host.concurrency) == (0.0, 8)
+    # A state from before outages were remembered resumes with none in progress.
+    del state["memory"]["outage"], state["memory"]["restored_at"]
+    old = HostController.from_state(cfg, state)
+    one_good(old, max(now, old.ready_at(now)))
+    assert old.concurrency < 8  # the usual way back
 
 
 def test_a_bursty_bucket_is_found_in_at_most_two_pauses() -> None:

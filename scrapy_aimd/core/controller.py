@@ -85,10 +85,35 @@ slow-page latency: jitter of +-20 % must not stall the ramp of a 1 s host (1.0: 
 rounds to a capacity of 10, against 4.4)."""
 OUTAGE_GROWTH = 1.5
 """Refused again at a limit of 1 with no good answer since the last refusal (an outage),
-the gap grows by this factor, not 2: when the host comes back, the gap in force is
-about a third of the outage, not all of it. Simulated host: 503 for 60 s, back at
-full pace 123 s after the outage began (target 2T + 30 = 150 s; doubling: 181 s;
-1.25: 101 s, but more refusals during the outage)."""
+the gap grows by at most this factor, not 2 (``OUTAGE_SHARE`` bounds it further where
+the refusals began recently: in practice it is that bound). Simulated host: 503 for
+60 s, back at full pace 123 s after the outage began by this factor alone (target
+2T + 30 = 150 s; doubling: 181 s); with the bound and the return to the state from
+before the outage, 68 s, whether this factor is 1.25, 1.5 or 2."""
+OUTAGE_SHARE = 0.25
+"""In an outage the gap grows no wider than this share of the time the refusals have
+lasted (nor by more than ``OUTAGE_GROWTH`` per refusal): the first request after the
+outage ends comes at most a quarter of its length late, and an outage of T seconds
+costs about log(T / gap) / log(1.25) refusals. The farm's ``outage`` host (100 ms
+pages, 503 for 5 s): the gap had grown to 1.8 s by the end, and the first probe came
+0.5 s after it (up to 2.5 s at 1.5 per refusal alone). Simulated host, 503 for 5, 20
+and 60 s: back at full pace 6.0, 22.4 and 68.1 s after the outage began, with 23, 29
+and 34 refusals (0.33: 5.9, 24.2, 75.3 s and 20, 25, 29 refusals; 0.2: 5.1, 21.8,
+64.8 s and 25, 33, 39; without the bound: 7.0, 23.2, 77.9 s and 17, 20, 23)."""
+OUTAGE_PROOF = 4.0
+"""Refusals with no good answer between prove an outage once the host refused, at a
+limit of 1, a gap this many times the spacing it took before the first of them: at a
+quarter of the pace and less, the refusals were not the crawl's doing. The first good
+answer after that goes straight back to the gap and limit from before the first
+refusal, instead of halving back from the probe's gap and growing the limit again
+(the farm's ``outage`` host came back at a limit of 3 and a gap of 28 ms, 3.9 s for
+its last 58 pages; 1.5 s at its limit of 4). A limiter that refuses a quarter of the
+pace it refused is one whose limit went down: at worst it is restored once per
+``probe_time``."""
+OUTAGE_REFUSALS = 3
+"""... and only after this many decreases in a row (at a limit of 4: 4 to 2, 2 to 1,
+then the gap): a strict limiter refusing just below its rate is refused once, or twice
+when its bucket is empty, before the widened gap is accepted."""
 NEW_NORMAL_WINDOWS = 6
 """After a new normal the baseline stays at least the slower pages' for this many
 latency windows (a minute): a host whose pages take 0.5 s between runs of 5 ms ones
@@ -165,11 +190,13 @@ class ControllerConfig:
     """Away from a pushback, a good response divides the gap's excess over its target
     by ``1 + recovery`` (1: halving, as spire does): a widened gap comes back in
     O(log(gap / floor)) responses. The target is the floor, or the width ``margin``
-    above the spacing at which the host last pushed back. Simulated host: outages of
-    5, 20 and 60 s (503 without Retry-After), back at full pace 37, 50 and 123 s after
-    they began (target 2T + 30 s; 0.5: 38, 58, 149 s; 3: 36, 47, 106 s, and the other
-    hosts within 0.3 % of their rate either way); the fixed step of 0.25 s per
-    response it replaces (``delay_step``) took hours after the 60 s outage."""
+    above the spacing at which the host last pushed back. Chosen on outages of 5, 20
+    and 60 s (503 without Retry-After), before a proven outage went straight back to
+    the host's state from before it: back at full pace 37, 50 and 123 s after they
+    began (target 2T + 30 s; 0.5: 38, 58, 149 s; 3: 36, 47, 106 s, and the other hosts
+    within 0.3 % of their rate either way; now 6.0, 22.4, 68.1 s for any of the
+    three); the fixed step of 0.25 s per response it replaces (``delay_step``) took
+    hours after the 60 s outage."""
     margin: float = 0.2
     """After a rate limit the gap is this fraction wider than the spacing the host refused.
     Closing, the gap comes back to that width, then closes gently.
@@ -306,6 +333,28 @@ class _Round:
     for as long as its answers take."""
     full_since: float | None = None
     """Since when the limit has been full, if it is."""
+
+
+@dataclass(slots=True)
+class _Outage:
+    """A run of overloads with no good answer between them, and the host as it was
+    before the first: what to go back to if the run proves to be an outage."""
+
+    since: float
+    """When the first refusal of the run came."""
+    spacing: float | None
+    """The spacing the host took before it, steadily (``pace_samples`` answers within
+    ``max_delay``); None if it took none: a strict limiter lets the first requests of a
+    crawl through at any pace, and refuses a quarter of that pace too."""
+    gap: float
+    limit: int
+    slow_start: bool
+    overloaded_at: tuple[int, float] | None
+    pushback: float | None
+    rate_gap: float | None
+    refusals: int = 1
+    proven: bool = False
+    """A gap ``OUTAGE_PROOF`` times that spacing was refused at a limit of 1."""
 
 
 @dataclass(slots=True)
@@ -494,6 +543,10 @@ class HostController:
     """Latencies of the slow pages started after that decrease."""
     _rise_seen: int = field(init=False, default=0)
     """Pages started after that decrease, slow or not."""
+    _outage: _Outage | None = field(init=False, default=None)
+    """The run of overloads since the last good answer, if there is one."""
+    _restored_at: float = field(init=False, default=-math.inf)
+    """When the host last went back to its state from before an outage."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -783,6 +836,9 @@ class HostController:
         if not self._acted_on(ticket):
             return Reaction(kind="overload", decreased=False, paused_until=paused)
         self._survivors = None
+        streak = self._note_refusal(now) if marks_pushback else None
+        if not marks_pushback:
+            self._outage = None  # the host answered, if slowly: not an outage
         if self.cfg.adaptive and self._concurrency > 1:
             if self._slow_start and marks_pushback:
                 self._survivors, self._survivor_cap = 0, self._concurrency - 1
@@ -803,7 +859,20 @@ class HostController:
             last = self._pushback
             outage = marks_pushback and last is not None and not self._good_since_decrease
             growth = OUTAGE_GROWTH if outage else 2.0
-            self._set_gap(self.cfg.initial_backoff if spacing is None else growth * spacing)
+            gap = self.cfg.initial_backoff if spacing is None else growth * spacing
+            if outage and streak is not None:
+                # The first request after the outage ends must not come long after it.
+                # The first request after the outage ends must not come long after
+                # it: the gap grows by OUTAGE_SHARE, or to that share of the time
+                # refused, if more.
+                lasted = now - streak.since
+                gap = min(gap, max((1 + OUTAGE_SHARE) * self._gap, OUTAGE_SHARE * lasted))
+            self._set_gap(gap)
+            if streak is not None and streak.refusals >= OUTAGE_REFUSALS:
+                before = streak.spacing
+                streak.proven = streak.proven or (
+                    before is not None and self._gap >= OUTAGE_PROOF * before
+                )
             if marks_pushback:
                 if outage and spacing is not None and last is not None:
                     # Refused again with no good answer in between (an outage): the
@@ -812,6 +881,46 @@ class HostController:
                 self._remember_pushback(spacing, rate_gap=None)
         self._new_round("overload", now)
         return Reaction(kind="overload", decreased=True, paused_until=paused)
+
+    def _note_refusal(self, now: float) -> _Outage:
+        """Count a refusal into the run of them since the last good answer; the first
+        of a run remembers the host as it was."""
+        streak = self._outage
+        if streak is not None and not self._good_since_decrease:
+            streak.refusals += 1
+            return streak
+        spacing, _ = self._pushback_spacing(now)
+        active_now = self._pauses.active(now)
+        recent = sum(1 for t in self._accepted if t >= active_now - self.cfg.max_delay)
+        if recent < self.cfg.pace_samples:
+            spacing = None  # no steady pace to go back to: a burst, or a new host
+        self._outage = streak = _Outage(
+            since=now,
+            spacing=spacing,
+            gap=self._gap,
+            limit=self._concurrency,
+            slow_start=self._slow_start,
+            overloaded_at=self._overloaded_at,
+            pushback=self._pushback,
+            rate_gap=self._rate_gap,
+        )
+        return streak
+
+    def _outage_over(self, now: float) -> None:
+        """A good answer ends a run of refusals; if the run proved an outage, the host
+        goes straight back to how it was before it (at most once per ``probe_time``:
+        a limit that went down is not taken for an outage over and over)."""
+        streak, self._outage = self._outage, None
+        if streak is None or not streak.proven or now - self._restored_at < self.cfg.probe_time:
+            return
+        self._restored_at = now
+        if self.cfg.adaptive:
+            self._concurrency = max(self._concurrency, min(streak.limit, self.cfg.max_concurrency))
+        self._set_gap(min(self._gap, streak.gap))
+        self._slow_start, self._overloaded_at = streak.slow_start, streak.overloaded_at
+        self._remember_pushback(streak.pushback, rate_gap=streak.rate_gap)
+        self._survivors = None
+        self._fresh_round(now)
 
     def _rate_limit(
         self, ticket: Ticket, now: float, paused: float | None, *, counts: bool
@@ -823,7 +932,7 @@ class HostController:
             return Reaction(kind="rate_limit", decreased=False, paused_until=paused)
         spacing, measured = self._pushback_spacing(now)
         again = spacing is not None and self._refused_again(spacing)
-        self._survivors = None
+        self._survivors, self._outage = None, None
         if self.cfg.adaptive:
             self._concurrency = (self._concurrency + 1) // 2
         probe = self._bracket(ticket, now)
@@ -966,6 +1075,8 @@ class HostController:
             self._count_survivor(ticket)
             return good
         self._good_since_decrease = True
+        if self._outage is not None:
+            self._outage_over(now)
         self._round.good += 1
         if self._gap > self.floor:
             self._close_gap(now)
@@ -1178,6 +1289,8 @@ class HostController:
             "accepted_start": _finite_or_none(self._accepted_start),
             "accepted_spacing": self._accepted_spacing,
             "in_flight": [[serial, at] for serial, at in self._live.items()],
+            "outage": None if self._outage is None else _outage_state(self._outage),
+            "restored_at": _finite_or_none(self._restored_at),
         }
         return {
             "version": _STATE_VERSION,
@@ -1278,6 +1391,8 @@ class HostController:
         self._held_since = _state_optional(m, "held_since", allow_negative=True)
         self._accepted_start = _state_time(m, "accepted_start", -math.inf)
         self._accepted_spacing = _state_optional(m, "accepted_spacing")
+        self._outage = _state_outage(m.get("outage"))
+        self._restored_at = _state_time(m, "restored_at", -math.inf)
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
@@ -1317,6 +1432,7 @@ _MEMORY_TIMES = (
     "latency_since",
     "held_since",
     "accepted_start",
+    "restored_at",
 )
 
 
@@ -1336,6 +1452,13 @@ def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
         pair = moved.get(key)
         if isinstance(pair, list) and len(pair) == 2:
             moved[key] = [pair[0], move(pair[1])]
+    outage = moved.get("outage")
+    if isinstance(outage, Mapping):
+        outage = moved["outage"] = dict(outage)
+        outage["since"] = move(outage.get("since"))
+        pair = outage.get("overloaded_at")
+        if isinstance(pair, list) and len(pair) == 2:
+            outage["overloaded_at"] = [pair[0], move(pair[1])]
     rise = moved.get("rise")
     if (
         isinstance(rise, list)
@@ -1441,6 +1564,43 @@ def _state_rise(
         _state_number(fields, "gap", 0.0),
         _state_bool(fields, "slow_start", False),
         None if overloaded is None else (int(overloaded[0]), overloaded[1]),
+    )
+
+
+def _outage_state(streak: _Outage) -> dict[str, Any]:
+    overloaded = streak.overloaded_at
+    return {
+        "since": streak.since,
+        "spacing": streak.spacing,
+        "gap": streak.gap,
+        "limit": streak.limit,
+        "slow_start": streak.slow_start,
+        "overloaded_at": None if overloaded is None else list(overloaded),
+        "pushback": streak.pushback,
+        "rate_gap": streak.rate_gap,
+        "refusals": streak.refusals,
+        "proven": streak.proven,
+    }
+
+
+def _state_outage(value: Any) -> _Outage | None:
+    """A run of refusals from a state (None in states of earlier releases)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"controller state outage={value!r}: expected a mapping")
+    overloaded = _state_pair(value, "overloaded_at")
+    return _Outage(
+        since=_state_number(value, "since", 0.0, allow_negative=True),
+        spacing=_state_optional(value, "spacing"),
+        gap=_state_number(value, "gap", 0.0),
+        limit=_state_int(value, "limit", 1, 1),
+        slow_start=_state_bool(value, "slow_start", False),
+        overloaded_at=None if overloaded is None else (int(overloaded[0]), overloaded[1]),
+        pushback=_state_optional(value, "pushback"),
+        rate_gap=_state_optional(value, "rate_gap"),
+        refusals=_state_int(value, "refusals", 1, 1),
+        proven=_state_bool(value, "proven", False),
     )
 
 
