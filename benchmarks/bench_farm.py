@@ -12,6 +12,7 @@ are measured alike:
 
     PYTHONPATH=. python benchmarks/bench_farm.py [--runs N] [--only aimd ...]
         [--cap SECONDS] [--json OUT.json] [--keep DIR] [--hosts] [--farm FARM.json]
+        [--alone HOST ...]
 
 The farm's clock (pauses, the outage, token buckets) starts at the crawl's first
 request, and so does each host's possible time; a host's actual time runs from that
@@ -22,7 +23,9 @@ ratio (possible / actual: 1.0 is as fast as the host allows).
 bounds each crawl (default: 30x the possible time, at most 180 s), and a crawl that
 reaches it is reported as capped with what it had fetched. ``--keep DIR`` keeps every
 farm log, crawl log and scrapy-aimd events file (draw one with
-``python -m scrapy_aimd.report EVENTS -o crawl.html``).
+``python -m scrapy_aimd.report EVENTS -o crawl.html``). ``--alone HOST ...`` also crawls
+those hosts one at a time with their limits removed: where even that takes longer
+than a host's possible time, the crawler's CPU bounds the host, not the controller.
 """
 
 from __future__ import annotations
@@ -271,6 +274,62 @@ def measure(
         possible_seconds=possible_crawl_seconds(specs, concurrency=CONCURRENT_REQUESTS),
         hosts=hosts,
     )
+
+
+# -- hosts alone, with no limits: the crawler's own bound -------------------------------
+
+
+def unlimited(spec: HostSpec) -> HostSpec:
+    """The host with nothing that pushes back or fails (no capacity, bucket, pause,
+    outage, errors, Crawl-delay) and no links to other hosts: what it costs the crawler
+    alone to fetch and parse its pages at their latency."""
+    return dataclasses.replace(
+        spec,
+        cross_links=[],
+        soft_capacity=None,
+        capacity=None,
+        rate=None,
+        pause_first=0.0,
+        outage_start=0.0,
+        outage_seconds=0.0,
+        error_rate=0.0,
+        crawl_delay=None,
+    )
+
+
+def crawl_alone(names: list[str], specs: list[HostSpec], base: Path) -> dict[str, float]:
+    """Each named host crawled alone by scrapy-aimd with its limits removed: the seconds
+    from its first request to its last response. Where that is above the host's
+    possible time, the crawler's CPU (fetching and parsing), not the controller, bounds
+    the host's ratio, and in the farm it shares that CPU with the other hosts."""
+    found: dict[str, float] = {}
+    for spec in specs:
+        if spec.name not in names:
+            continue
+        alone = unlimited(spec)
+        cap = default_cap(max(1.0, host_possible_seconds(spec)))
+        run = run_crawl(CONTENDERS["aimd"], [alone], cap, base / f"alone-{spec.name}")
+        actual = run.hosts[spec.name]["actual_seconds"]
+        if actual is not None:
+            found[spec.name] = actual
+    return found
+
+
+def format_alone(alone: dict[str, float], specs: list[HostSpec]) -> str:
+    """The hosts crawled alone: possible time, time alone with no limits, and the best
+    ratio that leaves (below the target: bound by the crawler's CPU)."""
+    out = [
+        "| host | possible (s) | alone, no limits (s) | best ratio the crawler allows | bound by |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for spec in specs:
+        if spec.name not in alone:
+            continue
+        possible, seconds = host_possible_seconds(spec), alone[spec.name]
+        best = min(1.0, possible / seconds) if seconds > 0 else 1.0
+        bound = "the crawler's CPU" if best < 1.0 else "the host"
+        out.append(f"| {spec.name} | {possible:.2f} | {seconds:.2f} | {best:.2f} | {bound} |")
+    return "\n".join(out)
 
 
 # -- medians, targets and the table ---------------------------------------------------
@@ -558,6 +617,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--farm", type=Path, help="a farm config (JSON) instead of the benchmark farm"
     )
+    parser.add_argument(
+        "--alone",
+        nargs="+",
+        metavar="HOST",
+        default=[],
+        help="also crawl these hosts alone with their limits removed (the crawler's own bound)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -593,12 +659,16 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if args.hosts:
                     print(format_hosts(run), flush=True)
+        alone = crawl_alone(args.alone, specs, base) if args.alone else {}
     rows = {name: median_row(found) for name, found in runs.items()}
     compare_with_autothrottle(rows)
     print()
     print(format_table(rows, possible, cap))
     print("\nper host, from the crawl's first request (median of the runs):")
     print(format_host_times(rows))
+    if alone:
+        print("\neach host alone, scrapy-aimd, its limits removed (--alone):")
+        print(format_alone(alone, specs))
     judged = targets(rows["aimd"]) if "aimd" in rows else []
     if judged:
         print("\nscrapy-aimd against the targets:")
@@ -619,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": {n: [r.to_dict() for r in found] for n, found in runs.items()},
                     "median": {n: dataclasses.asdict(row) for n, row in rows.items()},
                     "targets": [dataclasses.asdict(t) for t in judged],
+                    "alone_seconds": alone,
                 },
                 indent=1,
             )

@@ -277,3 +277,40 @@ def test_a_crawl_that_reaches_the_cap_is_reported_as_capped(tmp_path: Path) -> N
     assert run["pages_fetched"] < run["pages_total"]
     assert "(capped at 2)" in out
     assert "MISSED: all pages fetched" in out
+
+
+def test_a_host_alone_has_no_limits_and_says_what_bounds_it(bench: Any) -> None:
+    spec = HostSpec(
+        name="busy", pages=20, latency=0.02, capacity=2, rate=5.0, burst=2, error_rate=0.1,
+        pause_first=1.0, outage_start=1.0, outage_seconds=2.0, crawl_delay=0.5,
+        cross_links=["other"],
+    )  # fmt: skip
+    alone = bench.unlimited(spec)
+    assert (alone.capacity, alone.rate, alone.crawl_delay, alone.cross_links) == (
+        None, None, None, [],
+    )  # fmt: skip
+    assert (alone.pause_first, alone.outage_seconds, alone.error_rate) == (0.0, 0.0, 0.0)
+    assert alone.page_ids() == spec.page_ids()  # the same pages to fetch
+    fast = HostSpec(name="fast", pages=100, latency=0.02, capacity=8)
+    slow = HostSpec(name="slow", pages=10, latency=0.5, capacity=1)
+    table = bench.format_alone({"fast": 1.1, "slow": 2.0}, [fast, slow])
+    possible = bench.host_possible_seconds(fast)
+    assert f"| fast | {possible:.2f} | 1.10 | {possible / 1.1:.2f} | the crawler's CPU |" in table
+    assert f"| slow | {bench.host_possible_seconds(slow):.2f} | 2.00 | 1.00 | the host |" in table
+
+
+def test_bench_farm_crawls_a_host_alone(tmp_path: Path) -> None:
+    specs = [
+        HostSpec(name="quick", pages=6, latency=0.01, capacity=2),
+        HostSpec(name="other", pages=3, latency=0.01),
+    ]
+    (tmp_path / "farm.json").write_text(json.dumps(specs_to_json(specs)))
+    out = run_bench(
+        "--farm", str(tmp_path / "farm.json"), "--only", "aimd", "--cap", "20",
+        "--alone", "quick", "--json", str(tmp_path / "out.json"),
+    )  # fmt: skip
+    assert "| host | possible (s) | alone, no limits (s) |" in out
+    assert "| quick | " in out.split("alone, no limits")[1]
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert set(report["alone_seconds"]) == {"quick"}
+    assert report["alone_seconds"]["quick"] > 0
