@@ -19,6 +19,7 @@ from scrapy_aimd.core.controller import (
     HostNotReady,
     Reaction,
     Ticket,
+    _bucket_rate,
 )
 
 if TYPE_CHECKING:
@@ -861,10 +862,11 @@ def test_a_strict_limiter_costs_few_refusals_at_the_start() -> None:
     assert result.rate >= 0.55 * 8
 
 
-def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
+def test_a_limit_far_below_the_measured_pace_is_found_from_two_pauses() -> None:
     # A bursty limiter accepts our own pace until its bucket is empty: the first pause
-    # halves the measured pace; refused again before the gap closed, the gap doubles,
-    # then quadruples.
+    # sets the gap half way (geometrically) from the measured pace halved to the pace
+    # the host took through the pause; the second pause tells the bucket's rate, and
+    # the gap holds half the margin above its spacing; refused there, it doubles.
     host = make(max_concurrency=1, margin=0.2)
     now = 0.0
     gaps = []
@@ -878,9 +880,11 @@ def test_a_limit_far_below_the_measured_pace_is_searched_by_doubling() -> None:
         host.finish(host.start(now), now + 0.01, status=429, latency=0.01, retry_after=1.0)
         gaps.append(host.delay)
         now += 1.01
-    assert gaps[0] == pytest.approx(0.02)  # the measured 10 ms, halved
-    assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
-    assert gaps[2] == pytest.approx(4 * gaps[1], rel=0.05)
+    halved, through = 0.02, (0.05 + 1.0) / 5  # 5 accepted in 50 ms, then a 1 s pause
+    assert gaps[0] == pytest.approx(math.sqrt(halved * through), rel=0.05)
+    rate = 5 / (1.0 + 5 * gaps[0])  # the second run: 5 accepted after a 1 s pause
+    assert gaps[1] == pytest.approx(1.1 / rate, rel=0.05)
+    assert gaps[2] == pytest.approx(2 * gaps[1], rel=0.05)
     # By the fourth refusal the gap had come back by more than half the margin: the
     # host refused near its limit, and the margin is enough again.
     assert gaps[3] < gaps[2]
@@ -1575,6 +1579,11 @@ SCENARIOS: dict[str, Scenario] = {
     "bucket 20/s b20, RA 2, 0.2 s": Scenario(
         lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.85
     ),
+    # ... with pages of 20 ms (the benchmark farm's "bursty" host): the crawl runs at
+    # ten times the bucket's rate until it is empty.
+    "bucket 20/s b20, RA 2, 20 ms": Scenario(
+        lambda: TokenBucket(20, 20, 0.02, retry_after=2.0), 20.0, 0.85
+    ),
     # nginx's limit_req 3 r/s with no burst, 429 + Retry-After: 1, answers in 1 ms (the
     # real benchmark's "rate" host).
     "limit_req 3/s 429 RA 1, 1 ms": Scenario(
@@ -1820,6 +1829,33 @@ def test_a_bursty_bucket_is_found_in_at_most_two_pauses() -> None:
     result = first_seconds("bucket 20/s b20, RA 2, 0.2 s", 30.0)
     assert result.pauses <= 2, result
     assert result.rate >= 0.8 * 20.0, result
+
+
+def test_a_bursty_bucket_far_below_the_crawls_pace_is_found_in_two_pauses() -> None:
+    # The farm's "bursty" host: the crawl takes 20 ms pages at up to 400 a second, and
+    # the bucket refills at 20. The pace measured before the first pause says nothing
+    # of the rate; two runs, from a full bucket and after a pause, tell it.
+    result = first_seconds("bucket 20/s b20, RA 2, 20 ms", 30.0)
+    assert result.pauses <= 2, result
+    assert result.rate >= 0.85 * 20.0, result
+    crawl = crawl_pages(ControllerConfig(), SCENARIOS["bucket 20/s b20, RA 2, 20 ms"].model(), 181)
+    assert crawl.duration <= (181 - 20) / 20 + 2 * 2.0 + 0.5, crawl  # two pauses' worth
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "pause"),
+    [(20.0, 20, 2.0), (2.0, 10, 2.0), (5.0, 5, 1.0), (50.0, 10, 0.5)],
+)
+def test_a_buckets_rate_from_two_runs(rate: float, burst: int, pause: float) -> None:
+    # From full: burst + rate x seconds; after a pause: min(burst, rate x pause) +
+    # rate x seconds (a run at a pace above the rate, so the bucket never overflows).
+    first_lasted, lasted = 0.1, 1.5
+    first = burst + int(rate * first_lasted)
+    second = min(burst, int(rate * pause)) + int(rate * lasted)
+    found = _bucket_rate((first, first_lasted), second, lasted, pause)
+    assert found is not None
+    assert found == pytest.approx(rate, rel=0.1)
+    assert found <= second / lasted
 
 
 def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:

@@ -230,6 +230,12 @@ def test_a_state_of_version_2_resumes() -> None:
         {"in_flight": [[0, 1.0]]},
         {"in_flight": [[1]]},
         {"latency_floor": ["a", 1.0]},
+        {"cycle": [1.0, 2]},
+        {"cycle": [1.0, -1, 0.0]},
+        {"burst": [20]},
+        {"outage": "soon"},
+        {"outage": {"since": 1.0, "gap": -1.0}},
+        {"restored_at": "never"},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:

@@ -543,6 +543,13 @@ class HostController:
     """Latencies of the slow pages started after that decrease."""
     _rise_seen: int = field(init=False, default=0)
     """Pages started after that decrease, slow or not."""
+    _cycle: tuple[float, int, float] = field(init=False, default=(-math.inf, 0, 0.0))
+    """The requests since the host's first start or the end of its last pause: since
+    when, how many started, and how long that pause was (0 for none)."""
+    _burst: tuple[int, float] | None = field(init=False, default=None)
+    """After the first pause of a host that ran free: how many requests it had
+    accepted before that refusal, and in how many seconds (its bucket's burst and
+    what its rate added meanwhile)."""
     _outage: _Outage | None = field(init=False, default=None)
     """The run of overloads since the last good answer, if there is one."""
     _restored_at: float = field(init=False, default=-math.inf)
@@ -610,6 +617,8 @@ class HostController:
         if ready > now:
             raise HostNotReady(f"host not ready before {ready!r} (now {now!r})")
         ticket = Ticket(serial=next(_serials), started=now, round=self._round_number)
+        since, started, paused_before = self._cycle
+        self._cycle = (now if since == -math.inf else since, started + 1, paused_before)
         self._live[ticket.serial] = self._pauses.active(now)
         self._previous_start, self._last_start = self._last_start, now
         self._last_serial = ticket.serial
@@ -935,6 +944,19 @@ class HostController:
         self._survivors, self._outage = None, None
         if self.cfg.adaptive:
             self._concurrency = (self._concurrency + 1) // 2
+        accepted, lasted, paused_before = self._end_cycle(ticket, now, paused)
+        burst, self._burst = self._burst, None
+        rate = None
+        if counts and paused is not None and burst is not None and paused_before > 0:
+            rate = _bucket_rate(burst, accepted, lasted, paused_before)
+        if rate is not None:
+            # The second pause of a bucket with a burst: its rate is known now. Hold
+            # half the margin above its spacing, and probe below it only gently.
+            self._set_gap((1 + self.cfg.margin / 2) / rate)
+            self._doubled = False
+            self._remember_pushback(1 / rate, rate_gap=self._gap)
+            self._new_round("rate_limit", now)
+            return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
         probe = self._bracket(ticket, now)
         if probe is not None:
             self._set_gap(probe)
@@ -950,9 +972,16 @@ class HostController:
         elif measured and counts and paused is not None and self._rate_gap is None:
             # The first pause of a host that ran free: a bucket accepted its burst at
             # our pace, so the measured pace overstates its rate. Halve it, and come
-            # back to it only gently.
-            self._set_gap(2 * spacing)
-            pushback = self._gap / (1 + self.cfg.margin)
+            # back to it only gently; but never faster than the host's pace through
+            # the pause (what it accepted over the time until the pause ends), and
+            # from there back to the halved pace, until the next refusal tells the
+            # bucket's rate (``_bucket_rate``).
+            halved = 2 * spacing
+            through = (lasted + (paused - now)) / accepted if accepted else 0.0
+            self._set_gap(max(halved, math.sqrt(halved * through)))
+            pushback = halved / (1 + self.cfg.margin)
+            if accepted and lasted > 0:
+                self._burst = (accepted, lasted)
         elif measured:
             self._set_gap((1 + self.cfg.margin) * spacing)
         else:
@@ -963,6 +992,20 @@ class HostController:
         self._remember_pushback(pushback, rate_gap=self._gap if spacing is not None else None)
         self._new_round("rate_limit", now)
         return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
+
+    def _end_cycle(
+        self, ticket: Ticket, now: float, paused: float | None
+    ) -> tuple[int, float, float]:
+        """The requests since the last pause (or the first start) end with this refusal:
+        how many the host accepted, in how many seconds, after a pause of how long; a
+        pause starts the next run. A bucket takes requests in the order they arrive:
+        those started before the refused one were accepted (some are still in
+        flight), those started after it were not."""
+        since, started, paused_before = self._cycle
+        later = sum(1 for serial in self._live if serial > ticket.serial)
+        if paused is not None:
+            self._cycle = (paused, 0, paused - now)
+        return max(0, started - 1 - later), max(0.0, ticket.started - since), paused_before
 
     def _refused_again(self, spacing: float) -> bool:
         """The host refused again before the gap the last rate limit set had closed by
@@ -1289,6 +1332,8 @@ class HostController:
             "accepted_start": _finite_or_none(self._accepted_start),
             "accepted_spacing": self._accepted_spacing,
             "in_flight": [[serial, at] for serial, at in self._live.items()],
+            "cycle": [_finite_or_none(self._cycle[0]), self._cycle[1], self._cycle[2]],
+            "burst": None if self._burst is None else list(self._burst),
             "outage": None if self._outage is None else _outage_state(self._outage),
             "restored_at": _finite_or_none(self._restored_at),
         }
@@ -1391,6 +1436,17 @@ class HostController:
         self._held_since = _state_optional(m, "held_since", allow_negative=True)
         self._accepted_start = _state_time(m, "accepted_start", -math.inf)
         self._accepted_spacing = _state_optional(m, "accepted_spacing")
+        cycle = m.get("cycle", [None, 0, 0.0])
+        if not (isinstance(cycle, list) and len(cycle) == 3):
+            raise ValueError(f"controller state cycle={cycle!r}: expected three values")
+        parts = {"since": cycle[0], "started": cycle[1], "paused": cycle[2]}
+        self._cycle = (
+            _state_time(parts, "since", -math.inf),
+            _state_int(parts, "started", 0, 0),
+            _state_number(parts, "paused", 0.0),
+        )
+        burst = _state_pair(m, "burst")
+        self._burst = None if burst is None else (int(burst[0]), burst[1])
         self._outage = _state_outage(m.get("outage"))
         self._restored_at = _state_time(m, "restored_at", -math.inf)
         live = m.get("in_flight", [])
@@ -1452,6 +1508,9 @@ def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
         pair = moved.get(key)
         if isinstance(pair, list) and len(pair) == 2:
             moved[key] = [pair[0], move(pair[1])]
+    cycle = moved.get("cycle")
+    if isinstance(cycle, list) and len(cycle) == 3:
+        moved["cycle"] = [move(cycle[0]), *cycle[1:]]
     outage = moved.get("outage")
     if isinstance(outage, Mapping):
         outage = moved["outage"] = dict(outage)
@@ -1491,6 +1550,27 @@ def _shifted_memory(memory: Mapping[str, Any], until: float | None) -> Mapping[s
     ):
         return memory
     return _moved_memory(memory, until - raw)
+
+
+def _bucket_rate(
+    burst: tuple[int, float], accepted: int, lasted: float, paused: float
+) -> float | None:
+    """A token bucket's rate from two runs that each ended in a refusal: the first
+    from a full bucket (``burst``: accepted, seconds), the second after a pause of
+    ``paused`` seconds (``accepted`` in ``lasted`` seconds). A bucket of rate r and
+    burst b accepts b + r x seconds from full, and min(b, r x paused) + r x seconds
+    after a pause: r is the larger of the two runs' difference over their lengths'
+    and the second run's count over its time with the pause (exact when the pause
+    did not refill the bucket), never above the second run's own pace. None when the
+    runs say nothing (too short, or the same length)."""
+    first, first_lasted = burst
+    if accepted < 2 or lasted <= 0:
+        return None
+    refill = accepted / (paused + lasted)
+    rate = refill
+    if lasted > first_lasted:
+        rate = max(rate, (accepted - first) / (lasted - first_lasted))
+    return min(rate, accepted / lasted)
 
 
 def _skip_serials_past(serial: int) -> None:
