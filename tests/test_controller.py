@@ -1381,6 +1381,24 @@ class BodyHost:
         return min(in_flight, 0.003)
 
 
+@dataclasses.dataclass
+class HybridHost:
+    """A server with ``capacity`` workers (503 above) behind a token bucket (429 and a
+    Retry-After): the benchmark farm's ``hybrid`` host."""
+
+    capacity: CapacityHost
+    bucket: TokenBucket
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        busy = self.capacity.busy_until = [t for t in self.capacity.busy_until if t > now]
+        if len(busy) >= self.capacity.capacity:
+            return 503, 0.02, None
+        status, latency, retry_after = self.bucket.answer(now)
+        if status == 200:
+            busy.append(now + latency)
+        return status, latency, retry_after
+
+
 def told_latency(model: ModelHost, in_flight: float) -> float:
     """The fetch latency the controller is told: the time to headers where the model
     says so, else the whole time in flight."""
@@ -1584,6 +1602,13 @@ SCENARIOS: dict[str, Scenario] = {
     "bucket 20/s b20, RA 2, 20 ms": Scenario(
         lambda: TokenBucket(20, 20, 0.02, retry_after=2.0), 20.0, 0.85
     ),
+    # Room for 3 at once behind a bucket of 10/s with a burst of 20, Retry-After 1.6 s
+    # (the farm's "hybrid" host): the crawl's pace, 15/s, is not far above the rate.
+    "hybrid: 3 at once, bucket 10/s b20": Scenario(
+        lambda: HybridHost(CapacityHost(3, 0.2), TokenBucket(10, 20, 0.2, retry_after=1.6)),
+        10.0,
+        0.9,
+    ),
     # nginx's limit_req 3 r/s with no burst, 429 + Retry-After: 1, answers in 1 ms (the
     # real benchmark's "rate" host).
     "limit_req 3/s 429 RA 1, 1 ms": Scenario(
@@ -1710,6 +1735,8 @@ SHORT_CRAWLS = [
     ("bucket 20/s burst 20, 0.2 s", 150, 7.5 * 1.25, 5),
     ("bucket 5/s burst 5, 0.05 s", 100, 20.0 * 1.1, 7),
     ("capacity 1, 0.5 s", 16, 8.0 + 1.0, 1),
+    # One pause of 1.6 s; the gap after it, not the halved pace (0.75 of the rate).
+    ("hybrid: 3 at once, bucket 10/s b20", 101, (101 - 20) / 10 + 1.6 + 0.8, 3),
 ]
 
 

@@ -978,7 +978,7 @@ class HostController:
             # bucket's rate (``_bucket_rate``).
             halved = 2 * spacing
             through = (lasted + (paused - now)) / accepted if accepted else 0.0
-            self._set_gap(max(halved, math.sqrt(halved * through)))
+            self._set_gap(max(spacing, math.sqrt(halved * through)) if through else halved)
             pushback = halved / (1 + self.cfg.margin)
             if accepted and lasted > 0:
                 self._burst = (accepted, lasted)
