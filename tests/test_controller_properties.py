@@ -417,3 +417,52 @@ def test_after_pushbacks_healthy_answers_bring_the_gap_to_its_floor(
         now += latency
         answers += 1
     assert host.delay == host.floor
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    cfg=configs,
+    healthy=st.lists(st.floats(min_value=0.005, max_value=0.5), min_size=0, max_size=40),
+    refusals=st.lists(
+        st.tuples(st.sampled_from(["503", "timeout"]), st.floats(min_value=0.0, max_value=5.0)),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_in_an_outage_the_gap_grows_by_a_quarter_or_to_a_quarter_of_its_age(
+    cfg: ControllerConfig, healthy: list[float], refusals: list[tuple[str, float]]
+) -> None:
+    """A run of refusals with no good answer between: the gap never narrows, and from
+    the third refusal at a limit of 1 on (the first two set a gap and then a spacing
+    refused), each grows it by at most a quarter, or to at most a quarter of the time
+    since the run's first refusal: the first request after an outage comes at most a
+    quarter of its length late. The first good answer after it leaves the gap and
+    limit in bounds."""
+    host = HostController(cfg)
+    now = 0.0
+    for latency in healthy:
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + latency, status=200, latency=latency)
+        now += latency
+    first: float | None = None
+    at_one = 0
+    for kind, dt in refusals:
+        now = max(now, host.ready_at(now))
+        gap, limit = host.delay, host.concurrency
+        ticket = host.start(now)
+        now += dt
+        if kind == "timeout":
+            reaction = host.fail(ticket, now, timeout=True)
+        else:
+            reaction = host.finish(ticket, now, status=503, latency=dt)
+        first = now if first is None else first
+        assert host.delay >= gap
+        if reaction.decreased and (limit == 1 or not cfg.adaptive):
+            at_one += 1
+            if at_one >= 3:
+                grown = max(host.floor, 1.25 * gap, 0.25 * (now - first))
+                assert host.delay <= grown * (1 + 1e-9), (gap, now - first)
+    now = max(now, host.ready_at(now))
+    host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+    assert host.floor <= host.delay <= max(cfg.max_delay, host.floor)
+    assert 1 <= host.concurrency <= cfg.max_concurrency
