@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import json
 import math
@@ -1789,6 +1790,17 @@ def test_after_an_outage_the_host_goes_straight_back_to_its_gap_and_limit() -> N
     assert back_at_full_pace(result, 25.0, 4 / 0.1) <= back + 0.5
 
 
+def refused_until(host: HostController, now: float, gap: float, most: int = 40) -> float:
+    """503s without Retry-After, one request at a time, until the gap is ``gap``."""
+    for _ in range(most):
+        if host.delay >= gap:
+            break
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
+        now += 0.01
+    return now
+
+
 def test_a_strict_limiter_that_refuses_the_first_burst_is_no_outage() -> None:
     # 2 requests a second, 503 without Retry-After: it takes the crawl's first requests
     # at any pace and refuses a quarter of that pace too. No steady pace was taken, so
@@ -1797,12 +1809,7 @@ def test_a_strict_limiter_that_refuses_the_first_burst_is_no_outage() -> None:
     now = 0.0
     for _ in range(2):  # two fast answers: the limit doubles to 2
         now = good_round(host, now)
-    refusals = 0
-    while host.delay < 0.5 and refusals < 20:
-        now = max(now, host.ready_at(now))
-        host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
-        now += 0.01
-        refusals += 1
+    now = refused_until(host, now, 0.5)
     gap = host.delay
     now = one_good(host, now)
     assert host.delay >= gap / 2  # closes from the gap it had found, not from 0
@@ -1814,16 +1821,10 @@ def test_a_limit_lowered_for_good_is_taken_for_an_outage_at_most_once_per_probe_
     # first time looks like an outage and the old pace is restored; refused again
     # within probe_time, it is not restored again.
     host = make(max_concurrency=1)
-    now = 0.0
-    for _ in range(30):
-        now = one_good(host, now, latency=0.05)
+    now = functools.reduce(lambda at, _: one_good(host, at), range(30), 0.0)
     restored = 0
     for _ in range(2):
-        while host.delay < 0.5:
-            now = max(now, host.ready_at(now))
-            host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
-            now += 0.01
-        now = one_good(host, now)
+        now = one_good(host, refused_until(host, now, 0.5))
         restored += host.delay == 0.0
     assert restored == 1
 
@@ -1834,10 +1835,7 @@ def test_an_outage_in_progress_round_trips_through_its_state() -> None:
     now = grow_to(host, 8)
     for _ in range(30):
         now = good_round(host, now)
-    for _ in range(8):
-        now = max(now, host.ready_at(now))
-        host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
-        now += 0.01
+    now = refused_until(host, now, math.inf, most=8)
     state = json.loads(json.dumps(host.state(), allow_nan=False))
     assert state["memory"]["outage"]["proven"] is True
     twin = HostController.from_state(cfg, state)

@@ -21,7 +21,7 @@ import itertools
 import math
 from array import array
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
@@ -1654,19 +1654,10 @@ def _state_rise(
 
 
 def _outage_state(streak: _Outage) -> dict[str, Any]:
-    overloaded = streak.overloaded_at
-    return {
-        "since": streak.since,
-        "spacing": streak.spacing,
-        "gap": streak.gap,
-        "limit": streak.limit,
-        "slow_start": streak.slow_start,
-        "overloaded_at": None if overloaded is None else list(overloaded),
-        "pushback": streak.pushback,
-        "rate_gap": streak.rate_gap,
-        "refusals": streak.refusals,
-        "proven": streak.proven,
-    }
+    state = asdict(streak)
+    if streak.overloaded_at is not None:
+        state["overloaded_at"] = list(streak.overloaded_at)  # as JSON gives it back
+    return state
 
 
 def _state_outage(value: Any) -> _Outage | None:
