@@ -1883,6 +1883,18 @@ def test_a_buckets_rate_from_two_runs(rate: float, burst: int, pause: float) -> 
     assert found <= second / lasted
 
 
+def test_a_cancelled_request_is_not_counted_in_a_buckets_run() -> None:
+    # A request answered from the cache never reached the bucket: the run before a
+    # refusal counts only what the host saw.
+    host = make(max_concurrency=4)
+    now = grow_to(host, 4)
+    before = host.state()["memory"]["cycle"][1]
+    kept, dropped = host.start(now), host.start(now)
+    host.cancel(dropped)
+    host.finish(kept, now + 0.01, status=200, latency=0.01)
+    assert host.state()["memory"]["cycle"][1] == before + 1
+
+
 def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:
     # nginx limit_req 3 r/s, no burst, 429 + Retry-After: 1: refused at a gap of 0.25 s
     # just after 0.5 s was accepted. The limit (1/3 s) lies between: bisect, do not

@@ -749,8 +749,13 @@ class HostController:
         free its place and learn nothing. If it was the latest start, the next
         request need not wait a gap for it: a crawl replayed from Scrapy's HTTP
         cache would otherwise go at the host's pace with no request sent."""
-        if self._live.pop(ticket.serial, None) is not None and ticket.serial == self._last_serial:
+        if self._live.pop(ticket.serial, None) is None:
+            return
+        if ticket.serial == self._last_serial:
             self._last_start = self._previous_start
+        since, started, paused_before = self._cycle
+        if ticket.started >= since and started > 0:
+            self._cycle = (since, started - 1, paused_before)  # the host never saw it
 
     def sent(self, ticket: Ticket, now: float) -> None:
         """The request left for the host ``now``, later than it started: the gap
