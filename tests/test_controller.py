@@ -883,7 +883,7 @@ def test_a_limit_far_below_the_measured_pace_is_found_from_two_pauses() -> None:
         now += 1.01
     halved, through = 0.02, (0.05 + 1.0) / 5  # 5 accepted in 50 ms, then a 1 s pause
     assert gaps[0] == pytest.approx(math.sqrt(halved * through), rel=0.05)
-    rate = 5 / (1.0 + 5 * gaps[0])  # the second run: 5 accepted after a 1 s pause
+    rate = 5.5 / (1.0 + 5 * gaps[0])  # the second run: 5 accepted after a 1 s pause
     assert gaps[1] == pytest.approx(1.1 / rate, rel=0.05)
     assert gaps[2] == pytest.approx(2 * gaps[1], rel=0.05)
     # By the fourth refusal the gap had come back by more than half the margin: the

@@ -1571,13 +1571,15 @@ def _bucket_rate(
     ``paused`` seconds (``accepted`` in ``lasted`` seconds). A bucket of rate r and
     burst b accepts b + r x seconds from full, and min(b, r x paused) + r x seconds
     after a pause: r is the larger of the two runs' difference over their lengths'
-    and the second run's count over its time with the pause (exact when the pause
-    did not refill the bucket), never above the second run's own pace. None when the
-    runs say nothing (too short, or the same length)."""
+    and the second run's count (plus half a request) over its time with the pause
+    (exact when the pause did not refill the bucket), never above the second run's
+    own pace. None when the runs say nothing (too short)."""
     first, first_lasted = burst
     if accepted < 2 or lasted <= 0:
         return None
-    refill = accepted / (paused + lasted)
+    # The refused request found less than one token: the refill was between the
+    # count and one more (nginx's 2 r/s after a 2 s pause: 4 accepted, 4.6 due).
+    refill = (accepted + 0.5) / (paused + lasted)
     rate = refill
     if lasted > first_lasted:
         rate = max(rate, (accepted - first) / (lasted - first_lasted))
