@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_aimd.core.hosts import host_key_from_netloc
@@ -25,6 +26,8 @@ from scrapy_aimd.settings import HostConfigs, controller_configs
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+
+    from scrapy_aimd.core.controller import Ticket
 
 
 @dataclass
@@ -44,6 +47,33 @@ def crawl_parts(crawler: Crawler) -> CrawlParts:
     if parts is None:
         parts = _PARTS[crawler] = CrawlParts(controller_configs(crawler.settings))
     return parts
+
+
+#: Reactor turns between a request reaching the downloader and its socket write:
+#: the downloader starts the download as a task (one turn), and the transport
+#: writes its buffer when the reactor next polls (another).
+TURNS_TO_WRITE = 2
+
+
+def when_written(
+    sent: Callable[[Ticket, float], None],
+    ticket: Ticket,
+    clock: Callable[[], float],
+    turns: int = TURNS_TO_WRITE,
+) -> None:
+    """Call ``sent(ticket, clock())`` again at each of the reactor's next
+    ``turns`` turns after the request reached the downloader: its socket write
+    happens in the last of them. A callback that keeps the reactor (a slow
+    parse) holds the write back by as long, and a gap counted from the
+    downloader would reach the server shorter by that much, below a Crawl-delay;
+    counted from the write, it does not (tests/test_crawl_send_jitter.py)."""
+
+    def turn(left: int) -> None:
+        sent(ticket, clock())
+        if left > 1:
+            call_later(0, turn, left - 1)
+
+    call_later(0, turn, turns)
 
 
 #: The meta key that remembers which ``download_slot`` the crawl set itself, so

@@ -68,7 +68,8 @@ MAX_REDIRECTS = 5
 #: load 2; nginx's (0.5 s), smallest 0.502 s at load 0.6 and 0.488 s at load 1,
 #: after a request that reached nginx 31 ms after its start, 21 ms of them after
 #: it reached the downloader. Jitter of that size is above any margin that costs
-#: 2 %; it is for the gap to count from nearer the socket write.
+#: 2 %, so the gap counts from the socket write instead (``crawl.when_written``);
+#: the margin covers what is left, the server's own and the network's.
 CRAWL_DELAY_MARGIN = 0.02
 
 

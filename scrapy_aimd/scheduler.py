@@ -44,6 +44,7 @@ from scrapy_aimd.crawl import (
     crawl_parts,
     request_host,
     request_origin,
+    when_written,
 )
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
@@ -400,10 +401,13 @@ class AimdScheduler:
     # -- feedback ------------------------------------------------------------------
 
     def _on_reached_downloader(self, request: Request, **_: Any) -> None:
-        """Time the host's gap from the moment the request is sent, not handed out."""
+        """Time the host's gap from the moment the request is sent, not handed out
+        (see :func:`~scrapy_aimd.crawl.when_written`)."""
         flight = self.flights.get(request)
         if flight is not None and flight.ticket is not None and flight.host is not None:
-            self.frontier.controller(flight.host).sent(flight.ticket, self.clock())
+            controller = self.frontier.controller(flight.host)
+            controller.sent(flight.ticket, self.clock())
+            when_written(controller.sent, flight.ticket, self.clock)
 
     def _on_feedback(
         self,
