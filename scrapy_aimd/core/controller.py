@@ -881,7 +881,6 @@ class HostController:
             growth = OUTAGE_GROWTH if outage else 2.0
             gap = self.cfg.initial_backoff if spacing is None else growth * spacing
             if outage and streak is not None:
-                # The first request after the outage ends must not come long after it.
                 # The first request after the outage ends must not come long after
                 # it: the gap grows by OUTAGE_SHARE, or to that share of the time
                 # refused, if more.
