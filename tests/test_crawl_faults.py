@@ -445,3 +445,10 @@ def test_a_refusal_is_queued_again_and_the_page_fetched(
     assert result.stats.get(f"aimd/requeued/{reason}") == 3
     assert "retry/count" not in result.stats
     assert "Gave up" not in result.log
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "lots"])
+def test_a_bad_robots_memory_is_refused_naming_it(tmp_path: Path, value: object) -> None:
+    shown = startup_error(tmp_path, {"ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_MEMORY": value})
+    assert "AIMD_ROBOTS_MEMORY" in shown
+    assert "a whole number >= 0" in shown
