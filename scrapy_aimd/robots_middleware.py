@@ -288,6 +288,7 @@ class RobotsTxtMiddleware:
             origin,
         )
         self.book.settle_anyway(origin, self.clock())
+        self._count_memory()
         self._settled(origin, FetchResult(RobotsOutcome.ALLOW_ALL, settled=True))
 
     def _read(self, origin: str, response: Response) -> None:
@@ -300,7 +301,6 @@ class RobotsTxtMiddleware:
             response.body,
             self.user_agent(response.request) if response.request else self.default_user_agent,
         )
-        self._count_memory()
         self._after(origin, result, f"status {response.status}", response.status)
 
     def _on_error(self, failure: Failure) -> None:
@@ -337,6 +337,7 @@ class RobotsTxtMiddleware:
         self._after(origin, result, failure.getErrorMessage(), None)
 
     def _after(self, origin: str, result: FetchResult, what: str, status: int | None) -> None:
+        self._count_memory()
         if self.listener is not None:
             self.listener.robots_fetched(origin, status, result.outcome.value, result.crawl_delay)
         if result.crawl_delay_invalid is not None:
