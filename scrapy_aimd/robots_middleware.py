@@ -17,6 +17,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy import Request
@@ -27,6 +28,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_aimd.core.robots import (
+    DEFAULT_MEMORY,
     MAX_BYTES,
     FetchResult,
     RobotsBook,
@@ -35,7 +37,7 @@ from scrapy_aimd.core.robots import (
     Verdict,
     decoded_prefix,
 )
-from scrapy_aimd.crawl import origin_host, request_origin
+from scrapy_aimd.crawl import crawl_parts, origin_host, request_origin
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ ROBOTS_SETTINGS = (
     "AIMD_ROBOTS_MAX_AGE",
     "AIMD_MAX_CRAWL_DELAY",
     "AIMD_ROBOTS_SITEMAPS",
+    "AIMD_ROBOTS_MEMORY",
 )
 ROBOTS_META = "aimd_robots_origin"
 #: The shortest ``AIMD_ROBOTS_MAX_AGE`` accepted, in seconds.
@@ -136,14 +139,18 @@ class RobotsTxtMiddleware:
                 ),
                 max_crawl_delay=read_float(settings, "AIMD_MAX_CRAWL_DELAY", 60.0),
                 persist=bool(settings.get("JOBDIR")),
+                memory=read_int(settings, "AIMD_ROBOTS_MEMORY", DEFAULT_MEMORY),
             )
         )
+        #: The book's counts already in the stats.
+        self._evicted = self._parsed_again = 0
         #: The crawl's clock; the scheduler gives its own in :meth:`attach`.
         self.clock = clock
         self.sitemaps = read_bool(settings, "AIMD_ROBOTS_SITEMAPS", False)
         self.robots_user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT") or None
         self.default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self.listener: RobotsListener | None = None
+        self.flights = crawl_parts(crawler).flights
         #: Requests waiting for their origin's rules, with what to do once they are known.
         self._held: dict[str, list[tuple[Request, Callable[[Request], None]]]] = {}
         #: How many requests wait in ``_held``.
@@ -177,15 +184,35 @@ class RobotsTxtMiddleware:
         origin = request_origin(request)
         if self.book.needs_fetch(origin, self.clock()):
             self._fetch(origin)
-        return self.book.verdict(origin, request.url, self.user_agent(request))
+        verdict = self.book.verdict(origin, request.url, self.user_agent(request))
+        self._count_memory()
+        return verdict
+
+    def _count_memory(self) -> None:
+        """What the book did to keep within ``AIMD_ROBOTS_MEMORY``, in the stats."""
+        book = self.book
+        if book.evicted != self._evicted:
+            self.stats.inc_value("aimd/robots/evicted", book.evicted - self._evicted)
+            self._evicted = book.evicted
+        if book.parsed_again != self._parsed_again:
+            self.stats.inc_value("aimd/robots/parsed_again", book.parsed_again - self._parsed_again)
+            self._parsed_again = book.parsed_again
 
     # -- middleware -------------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
         verdict = self.verdict(request)
-        if verdict is Verdict.WAIT:  # without AimdScheduler, which holds them itself
+        if verdict is Verdict.WAIT and self._holds_a_place(request):
+            # The scheduler let it through on rules that were forgotten since
+            # (AIMD_ROBOTS_MEMORY); their refetch has begun, and waiting for it
+            # here would hold the host's place that the refetch needs.
+            self.stats.inc_value("aimd/robots/evicted_in_flight")
+            verdict = Verdict.ALLOW
+        # Without AimdScheduler, which holds them itself (and for a request that
+        # holds no place: a disallowed one, or one that came around the scheduler).
+        while verdict is Verdict.WAIT:
             waiter: Deferred[None] = Deferred()
-            self.hold(request, lambda _: waiter.callback(None))
+            self.hold(request, partial(_wake, waiter))
             await maybe_deferred_to_future(waiter)
             verdict = self.verdict(request)
         if verdict is Verdict.DENY:
@@ -195,6 +222,12 @@ class RobotsTxtMiddleware:
             self.stats.inc_value("aimd/robots/disallowed")
             logger.debug("Forbidden by robots.txt: %s", request)
             raise IgnoreRequest("Forbidden by robots.txt")
+
+    def _holds_a_place(self, request: Request) -> bool:
+        """The scheduler handed ``request`` out with a place of its host's (a
+        ticket, or a fleet's lease); a disallowed one is handed out without."""
+        flight = self.flights.get(request)
+        return flight is not None and flight.handed_at is not None
 
     def _unreachable_error(self, request: Request, origin: str) -> Exception:
         """What a request of a skipped origin fails with: the network error that
@@ -261,6 +294,7 @@ class RobotsTxtMiddleware:
             origin,
         )
         self.book.settle_anyway(origin, self.clock())
+        self._count_memory()
         self._settled(origin, FetchResult(RobotsOutcome.ALLOW_ALL, settled=True))
 
     def _read(self, origin: str, response: Response) -> None:
@@ -309,6 +343,7 @@ class RobotsTxtMiddleware:
         self._after(origin, result, failure.getErrorMessage(), None)
 
     def _after(self, origin: str, result: FetchResult, what: str, status: int | None) -> None:
+        self._count_memory()
         if self.listener is not None:
             self.listener.robots_fetched(origin, status, result.outcome.value, result.crawl_delay)
         if result.crawl_delay_invalid is not None:
@@ -388,6 +423,11 @@ class RobotsTxtMiddleware:
         callback: Any = getattr(spider, "sitemap", None)
         if not callable(callback):
             return
-        for url in self.book.state(origin).sitemaps:
+        for url in self.book.sitemaps(origin):
             self.stats.inc_value("aimd/robots/sitemaps")
             self._crawl(Request(url, callback=callback))
+
+
+def _wake(waiter: Deferred[None], _: Request) -> None:
+    """Resume a request that waited in ``process_request`` for its robots.txt."""
+    waiter.callback(None)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scrapy_aimd.core.robots import (
     MAX_BYTES,
+    ORIGIN_BYTES,
+    PARSED_SHARE,
     RobotsBook,
     RobotsConfig,
     RobotsOutcome,
@@ -59,7 +64,7 @@ def test_rules_allow_deny_and_crawl_delay() -> None:
     assert result.settled and result.crawl_delay == 2.5 and not result.crawl_delay_capped
     assert book.verdict(ORIGIN, f"{ORIGIN}/public", UA) is Verdict.ALLOW
     assert book.verdict(ORIGIN, f"{ORIGIN}/private/x", UA) is Verdict.DENY
-    assert book.state(ORIGIN).sitemaps == ["http://a.test/s.xml"]
+    assert book.sitemaps(ORIGIN) == ["http://a.test/s.xml"]
 
 
 def test_404_allows_everything() -> None:
@@ -159,7 +164,7 @@ def test_a_snapshot_restores_the_rules_and_their_age_on_another_clock() -> None:
     assert later.restore(ORIGIN, {**data, "fetched_at": 1000.0 - 30.0}, 1000.0)
     assert later.verdict(ORIGIN, f"{ORIGIN}/private/x", UA) is Verdict.DENY
     assert later.verdict(ORIGIN, f"{ORIGIN}/public", UA) is Verdict.ALLOW
-    assert later.state(ORIGIN).sitemaps == ["http://a.test/s.xml"]
+    assert later.sitemaps(ORIGIN) == ["http://a.test/s.xml"]
     assert not later.needs_fetch(ORIGIN, 1000.0 + 69.0)
     assert later.needs_fetch(ORIGIN, 1000.0 + 70.0)
     # Known here already, or unusable data: nothing changes.
@@ -177,7 +182,6 @@ def test_rules_are_snapshotted_only_when_their_text_is_kept() -> None:
     book = RobotsBook()
     assert book.snapshot(ORIGIN) is None  # nothing known
     book.fetched(ORIGIN, 0.0, 200, RULES, UA)
-    assert book.state(ORIGIN).text is None
     assert book.snapshot(ORIGIN) is None  # fetched again on resume
     book.fetched("http://b.test", 0.0, 404, b"", UA)
     assert book.snapshot("http://b.test") == {"known": True, "denied": False, "fetched_at": 0.0}
@@ -219,3 +223,118 @@ def test_a_compressed_body_is_inflated_to_just_past_the_limit() -> None:
     assert decoded_prefix(gzip.compress(RULES), "GZIP") == RULES
     assert decoded_prefix(b"not gzip", "gzip") is None
     assert decoded_prefix(RULES, "br") is None
+
+
+# -- the memory budget ----------------------------------------------------------
+
+SMALL_RULES = b"User-agent: *\nDisallow: /private\n"
+
+
+def cost_of_origins(count: int) -> int:
+    """A budget whose share for the origins holds ``count`` of SMALL_RULES."""
+    one = ORIGIN_BYTES + len(zlib.compress(SMALL_RULES, 6))
+    return math.ceil(count * one / (1 - PARSED_SHARE)) + 1
+
+
+def test_rules_are_kept_compressed_and_parsed_again_when_needed() -> None:
+    # Room for every origin, but for the parsed rules of one only.
+    book = RobotsBook(RobotsConfig(memory=cost_of_origins(3)))
+    for name in "abc":
+        book.fetched(f"http://{name}.test", 0.0, 200, SMALL_RULES, UA)
+    assert book.evicted == 0 and book.memory_stats()["parsed"] == 1
+    assert book.verdict("http://a.test", "http://a.test/private/x", UA) is Verdict.DENY
+    assert book.verdict("http://a.test", "http://a.test/public", UA) is Verdict.ALLOW
+    assert book.parsed_again == 1  # a.test's rules parsed again once, then kept parsed
+    assert book.verdict("http://b.test", "http://b.test/private", UA) is Verdict.DENY
+    assert book.parsed_again == 2
+    assert book.sitemaps("http://c.test") == []
+
+
+def test_past_the_budget_the_origins_asked_about_least_recently_are_forgotten() -> None:
+    book = RobotsBook(RobotsConfig(memory=cost_of_origins(3)))
+    book.fetched("http://a.test", 0.0, 200, SMALL_RULES, UA)
+    book.fetched("http://b.test", 1.0, 200, SMALL_RULES, UA)
+    book.fetched("http://c.test", 2.0, 404, b"", UA)
+    # a.test asked about since: b.test is now the least recently asked.
+    assert book.verdict("http://a.test", "http://a.test/private", UA) is Verdict.DENY
+    book.fetched("http://d.test", 3.0, 200, SMALL_RULES, UA)
+    assert book.evicted == 1
+    assert "http://b.test" not in book.origins
+    assert book.verdict("http://c.test", "http://c.test/private", UA) is Verdict.ALLOW
+    for kept in ("http://a.test", "http://d.test"):
+        assert book.verdict(kept, f"{kept}/private", UA) is Verdict.DENY
+    # Asked about again, b.test waits for its robots.txt, fetched again (and an
+    # origin made room for it: c.test, now the least recently asked).
+    assert book.needs_fetch("http://b.test", 3.0)
+    assert book.verdict("http://b.test", "http://b.test/private", UA) is Verdict.WAIT
+    assert book.evicted == 2 and "http://c.test" not in book.origins
+
+
+def test_an_origin_being_fetched_is_not_forgotten() -> None:
+    book = RobotsBook(RobotsConfig(memory=cost_of_origins(1)))
+    book.fetched("http://a.test", 0.0, 200, SMALL_RULES, UA)
+    book.started("http://a.test")  # its refetch is under way
+    book.fetched("http://b.test", 1.0, 200, SMALL_RULES, UA)
+    assert "http://a.test" in book.origins
+    assert book.state("http://a.test").fetching
+
+
+def test_a_budget_of_0_keeps_everything_parsed() -> None:
+    book = RobotsBook(RobotsConfig(memory=0))
+    for index in range(200):
+        book.fetched(f"http://o{index}.test", 0.0, 200, SMALL_RULES, UA)
+    assert book.evicted == 0 and book.memory_stats()["parsed"] == 200
+
+
+@pytest.mark.parametrize("memory", [-1, 1.5, True, "1"])
+def test_a_budget_must_be_a_whole_number_of_bytes(memory: object) -> None:
+    with pytest.raises(ValueError, match="memory"):
+        RobotsConfig(memory=memory)  # type: ignore[arg-type]
+
+
+def test_a_snapshot_still_holds_the_rules_text() -> None:
+    book = RobotsBook(RobotsConfig(persist=True, memory=cost_of_origins(3)))
+    book.fetched(ORIGIN, 0.0, 200, RULES, UA)
+    book.fetched("http://b.test", 0.0, 404, b"", UA)  # a.test's parsed rules let go of
+    data = book.snapshot(ORIGIN)
+    assert data is not None and data["rules"] == RULES.decode()
+
+
+ACTIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["fetch-rules", "fetch-404", "fetch-503", "start", "ask"]),
+        st.integers(0, 7),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ACTIONS, st.integers(1, 6))
+def test_a_bounded_book_never_answers_otherwise_than_an_unbounded_one(
+    actions: list[tuple[str, int]], room: int
+) -> None:
+    """Within any budget, a verdict is the unbounded book's, or WAIT for an origin
+    forgotten (whose robots.txt is then fetched again); the accounts add up."""
+    bounded = RobotsBook(RobotsConfig(memory=cost_of_origins(room)))
+    unbounded = RobotsBook(RobotsConfig(memory=0))
+    for now, (action, index) in enumerate(actions):
+        origin = f"http://o{index}.test"
+        url = f"{origin}/private" if now % 2 else f"{origin}/public"
+        for book in (bounded, unbounded):
+            if action == "start":
+                book.started(origin)
+            elif action != "ask":
+                status = {"fetch-rules": 200, "fetch-404": 404, "fetch-503": 503}[action]
+                book.fetched(origin, float(now), status, SMALL_RULES, UA)
+        expected = unbounded.verdict(origin, url, UA)
+        forgotten = origin not in bounded.origins or not bounded.state(origin).known
+        got = bounded.verdict(origin, url, UA)
+        assert got is expected or (got is Verdict.WAIT and forgotten), (action, origin)
+        stats = bounded.memory_stats()
+        packed = sum(len(s.packed or b"") for s in bounded.origins.values())
+        assert stats["kept_bytes"] == ORIGIN_BYTES * len(bounded.origins) + packed
+        unsettled = sum(not s.settled for s in bounded.origins.values())
+        assert stats["kept_bytes"] <= bounded.config.memory * (1 - PARSED_SHARE) or (
+            len(bounded.origins) <= unsettled + 1
+        )

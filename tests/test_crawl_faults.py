@@ -136,7 +136,10 @@ def test_one_request_that_cannot_be_queued_is_dropped_and_the_crawl_goes_on(
 
 
 def test_a_given_up_url_is_counted_and_logged_once(tmp_path: Path) -> None:
-    specs = [HostSpec(name="down", pages=1, links_per_page=0, outage_seconds=600)]
+    # 429s without Retry-After: queued again whether or not the host answered well.
+    specs = [
+        HostSpec(name="down", pages=1, links_per_page=0, pause_first=600, pause_retry_after=None)
+    ]
     settings = {**AIMD, "AIMD_THROTTLE_RETRIES": 1, "RETRY_TIMES": 2, "AIMD_MAX_DELAY": 0.5}
     with start_farm(specs, max_seconds=120) as farm:
         url = f"{farm.urls['down']}/p/0"
@@ -254,8 +257,13 @@ def test_the_stock_schedulers_stats_are_written(tmp_path: Path, where: str) -> N
 
 def test_a_host_that_only_refuses_is_given_up_on_and_kept_for_a_resume(tmp_path: Path) -> None:
     jobdir = str(tmp_path / "job")
-    settings = {**AIMD, "AIMD_HOST_GIVE_UP": 3, "JOBDIR": jobdir, "RETRY_TIMES": 0}
-    specs = [HostSpec(name="down", pages=5, links_per_page=0, outage_seconds=8)]
+    # Refused at 0, 1 and 3 s (the gap doubles from 1 s): 2.5 s of trouble is
+    # past at the third refusal, well before the pause ends (3 s was just at it).
+    settings = {**AIMD, "AIMD_HOST_GIVE_UP": 2.5, "JOBDIR": jobdir, "RETRY_TIMES": 0}
+    # 429s without Retry-After for 8 s: refusals whether or not the host answered well.
+    specs = [
+        HostSpec(name="down", pages=5, links_per_page=0, pause_first=8, pause_retry_after=None)
+    ]
     with start_farm(specs, max_seconds=120) as farm:
         began = time.monotonic()
         urls = [f"{farm.urls['down']}/p/{i}" for i in range(5)]
@@ -263,7 +271,7 @@ def test_a_host_that_only_refuses_is_given_up_on_and_kept_for_a_resume(tmp_path:
             urls, tmp_path / "first", settings, spider="components.ErrbackSpider", timeout=60
         )
         took = time.monotonic() - began
-        time.sleep(max(0.0, 8.5 - (time.monotonic() - began)))  # the outage is over
+        time.sleep(max(0.0, 8.5 - (time.monotonic() - began)))  # the pause is over
         second = run_crawl(
             urls, tmp_path / "second", settings, spider="components.ErrbackSpider", timeout=60
         )
@@ -358,3 +366,91 @@ def test_requests_a_jobdir_cannot_store_count_as_scrapys_do(tmp_path: Path) -> N
     assert result.stats.get("scheduler/enqueued/memory") == 2
     assert "scheduler/enqueued/disk" not in result.stats
     assert result.log.count("Unable to serialize request") == 1  # once per callback
+
+
+def refusing(kind: str, *, answered_well: bool, refusals: int) -> Callable[[str], Answer]:
+    """A site whose /p/1 answers ``kind`` to its first ``refusals`` requests, then
+    the page. With ``answered_well`` the crawl starts at /p/0, a good page that
+    links to /p/1, so the host has answered well before it refuses."""
+    seen = {"/p/1": 0}
+
+    def answer(path: str) -> Answer:
+        if path == "/p/0":
+            return 200, {"Content-Type": "text/html"}, b'<html><a href="/p/1">1</a></html>'
+        if path != "/p/1":
+            return 404, {}, b""
+        seen[path] += 1
+        if seen[path] > refusals:
+            return PAGE
+        if kind == "timeout":
+            time.sleep(2.5)  # DOWNLOAD_TIMEOUT is 1
+            return PAGE
+        if kind == "503 with Retry-After":
+            return 503, {"Retry-After": "1"}, b""
+        return int(kind), {}, b""
+
+    return answer
+
+
+@pytest.mark.parametrize("kind", ["503", "timeout"])
+def test_a_host_that_never_answered_well_is_left_to_retry_middleware(
+    tmp_path: Path, kind: str
+) -> None:
+    """A 503 without Retry-After or a timeout from a host that never answered
+    well is a plain failure, as in stock Scrapy: RETRY_TIMES retries, "Gave up
+    retrying", the errback; not a dozen throttled attempts at growing gaps."""
+    settings = {**AIMD, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 2}
+    with serve(refusing(kind, answered_well=False, refusals=1000)) as (url, paths):
+        began = time.monotonic()
+        result = run_crawl(
+            [f"{url}/p/1"],
+            tmp_path / "crawl",
+            settings,
+            spider="components.ErrbackSpider",
+            timeout=60,
+        )
+        took = time.monotonic() - began
+    assert paths.count("/p/1") == 3  # the first attempt and RETRY_TIMES retries
+    assert result.stats.get("retry/count") == 2
+    assert result.log.count("Gave up retrying") == 1
+    error = "HttpError" if kind == "503" else "DownloadTimeoutError"
+    assert result.items == [{"url": f"{url}/p/1", "error": error}]
+    assert "aimd/requeued" not in result.stats
+    # The controller learnt from each answer all the same.
+    assert result.stats.get(f"aimd/throttle/{kind}") == 3
+    assert took < 30, took
+
+
+@pytest.mark.parametrize(
+    ("kind", "answered_well"),
+    [
+        ("503", True),
+        ("timeout", True),
+        ("503 with Retry-After", False),
+        ("429", False),
+    ],
+    ids=["503 after a good page", "timeout after a good page", "Retry-After", "429"],
+)
+def test_a_refusal_is_queued_again_and_the_page_fetched(
+    tmp_path: Path, kind: str, answered_well: bool
+) -> None:
+    """From a host that has answered well, a 503 or a timeout is overload: the
+    page is queued again past RETRY_TIMES (3 refusals, where stock gives up after
+    2 retries). A 429 or a Retry-After always is."""
+    settings = {**AIMD, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 2}
+    with serve(refusing(kind, answered_well=answered_well, refusals=3)) as (url, paths):
+        start = f"{url}/p/0" if answered_well else f"{url}/p/1"
+        result = run_crawl([start], tmp_path / "crawl", settings, timeout=90)
+    assert f"{url}/p/1" in result.urls
+    assert paths.count("/p/1") == 4
+    reason = "timeout" if kind == "timeout" else kind.split()[0]
+    assert result.stats.get(f"aimd/requeued/{reason}") == 3
+    assert "retry/count" not in result.stats
+    assert "Gave up" not in result.log
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "lots"])
+def test_a_bad_robots_memory_is_refused_naming_it(tmp_path: Path, value: object) -> None:
+    shown = startup_error(tmp_path, {"ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_MEMORY": value})
+    assert "AIMD_ROBOTS_MEMORY" in shown
+    assert "a whole number >= 0" in shown

@@ -139,3 +139,27 @@ def test_sitemaps_from_robots_reach_the_spiders_sitemap_callback(tmp_path: Path)
     assert {f"/p/{i}" for i in range(10) if i != 4} <= fetched
     assert "/p/4" not in fetched  # the sitemap lists it; robots.txt still decides
     assert result.stats.get("aimd/robots/sitemaps") == 1
+
+
+def test_past_the_robots_memory_budget_an_origin_is_fetched_again_and_obeyed(
+    tmp_path: Path,
+) -> None:
+    """With AIMD_ROBOTS_MEMORY too small for more than the origin at hand, each
+    origin is forgotten once another's rules come in: its robots.txt is
+    fetched again when its next request is scheduled, and its rules still hold."""
+    specs = [HostSpec(name=name, pages=8, robots=RULES) for name in ("one", "two", "three")]
+    settings = {**AIMD, "ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_MEMORY": 1}
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [url + "/" for url in farm.urls.values()], tmp_path / "crawl", settings, timeout=90
+        )
+        log = farm.read_log()
+    assert result.stats.get("finish_reason") == "finished"
+    for spec in specs:
+        records = [r for r in log if r["host"] == spec.name]
+        assert page_paths(records) == {"/"} | {f"/p/{i}" for i in range(8)} - {"/p/2"}
+    fetched = sum(1 for r in log if r["path"] == "/robots.txt")
+    assert fetched > len(specs)
+    assert result.stats.get("aimd/robots/requests") == fetched
+    assert result.stats.get("aimd/robots/evicted", 0) >= fetched - len(specs)
+    assert result.stats.get("aimd/in_flight_at_close") == 0

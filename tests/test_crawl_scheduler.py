@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl, start_gaps
+from scrapy import signals
+from scrapy.crawler import Crawler
 
+from scrapy_aimd.crawl import crawl_parts
 from sitefarm import HostSpec, start_farm, summarize
 
 
@@ -116,3 +119,42 @@ def test_engine_is_woken_when_a_host_becomes_ready(tmp_path: Path) -> None:
     assert min(starts) >= 1.5 - 1e-3  # the gap, as the scheduler keeps it
     arrivals = arrival_gaps(pages(log, "gap"))
     assert max(arrivals) < 3.5, arrivals  # and the site saw no heartbeat-long wait
+
+
+class FlightsAtClose:
+    """An extension: how many requests the crawl's in-flight registry still
+    follows when the spider closes (stat ``test/flights_at_close``)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        crawler.signals.connect(self.closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FlightsAtClose:
+        return cls(crawler)
+
+    def closed(self) -> None:
+        assert self.crawler.stats is not None
+        left = len(crawl_parts(self.crawler).flights)
+        self.crawler.stats.set_value("test/flights_at_close", left)
+
+
+def test_a_request_swapped_after_the_feedback_middleware_is_forgotten(tmp_path: Path) -> None:
+    """A downloader middleware after scrapy-aimd's (950) that returns a new
+    request from ``process_request``: the original passed the feedback
+    middleware, which noted when, but no answer will come for it. Once the
+    engine is done with it, its in-flight entry goes; it used to stay for the
+    whole crawl, holding the request."""
+    specs = [HostSpec(name="site", pages=3, links_per_page=0)]
+    settings = {
+        **AIMD,
+        "DOWNLOADER_MIDDLEWARES": {"components.SwapRequests": 960},
+        "EXTENSIONS": {f"{__name__}.FlightsAtClose": 0},
+    }
+    with start_farm(specs, max_seconds=120) as farm:
+        urls = [f"{farm.urls['site']}/p/{i}" for i in range(3)]
+        result = run_crawl(urls, tmp_path / "crawl", settings, follow=False, timeout=60)
+    assert sorted(result.urls) == sorted(urls)
+    assert result.stats.get("aimd/in_flight/no_feedback") == 3
+    assert result.stats.get("aimd/in_flight_at_close") == 0
+    assert result.stats.get("test/flights_at_close") == 0

@@ -12,6 +12,13 @@ requests wait while the file is fetched again with backoff, and once the
 retries are spent they are skipped. Only the first 500 KiB are parsed (§2.5).
 Rules are kept for ``max_age`` (§2.4), then fetched again; while a refetch
 fails, the old rules stay in force.
+
+Memory: a crawl may meet 100,000 origins, and Protego's parsed rules take
+about 14 bytes per byte of text, 8 KiB at the least. So each origin keeps its
+rules' text compressed, and only the origins asked about most recently keep
+them parsed (parsed again from the text when next asked). Past
+``RobotsConfig.memory`` in all, the origins asked about least recently are
+forgotten whole, and their robots.txt is fetched again when next needed.
 """
 
 from __future__ import annotations
@@ -19,13 +26,27 @@ from __future__ import annotations
 import enum
 import math
 import zlib
+from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from protego import Protego
 
 MAX_BYTES = 500 * 1024
+#: The default of ``RobotsConfig.memory``: 100,000 origins of a varied mix fit
+#: (``benchmarks/bench_robots.py``).
+DEFAULT_MEMORY = 128 * 1024 * 1024
+#: What an origin costs besides its rules' text, for the budget: its key, its
+#: state, the dictionary entries (measured by ``benchmarks/bench_robots.py``).
+ORIGIN_BYTES = 400
+#: What parsed rules cost, for the budget: Protego keeps about 14 bytes per
+#: byte of text, and 8 KiB for the smallest file.
+PARSED_BASE = 8 * 1024
+PARSED_PER_BYTE = 14
+#: The share of ``RobotsConfig.memory`` for parsed rules; the rest is for the
+#: origins and their compressed text.
+PARSED_SHARE = 0.25
 
 
 class RobotsOutcome(enum.Enum):
@@ -93,17 +114,21 @@ class RobotsConfig:
     backoff: float = 2.0
     max_crawl_delay: float = 60.0
     max_bytes: int = MAX_BYTES
-    #: Keep each origin's rules as text, so that :meth:`RobotsBook.snapshot` can
-    #: save them (a JOBDIR); off, only the parsed rules are kept.
+    #: Let :meth:`RobotsBook.snapshot` save rules (a JOBDIR); off, an origin
+    #: with rules is fetched again on resume.
     persist: bool = False
+    #: Bytes that the origins and their rules may take (an estimate); 0: no bound.
+    memory: int = DEFAULT_MEMORY
+
+    def __post_init__(self) -> None:
+        if isinstance(self.memory, bool) or not isinstance(self.memory, int) or self.memory < 0:
+            raise ValueError(f"memory must be a whole number of bytes >= 0, not {self.memory!r}")
 
 
-@dataclass
+@dataclass(slots=True)
 class OriginRobots:
     """What is known of one origin's robots.txt."""
 
-    #: Parsed rules; None with ``known`` set means "no rules: allow all".
-    rules: Protego | None = None
     known: bool = False
     #: Unreachable after every retry: the origin's requests are skipped.
     denied: bool = False
@@ -111,9 +136,16 @@ class OriginRobots:
     failures: int = 0
     fetched_at: float = -math.inf
     retry_at: float = -math.inf
-    sitemaps: list[str] = field(default_factory=list)
-    #: The parsed text of the rules, with ``RobotsConfig.persist``.
-    text: str | None = None
+    #: The parsed text of the rules, zlib-compressed; None with ``known`` set
+    #: means "no rules: allow all".
+    packed: bytes | None = None
+    #: The length of that text, uncompressed.
+    size: int = 0
+
+    @property
+    def settled(self) -> bool:
+        """Known or skipped, and not being fetched: it may be forgotten."""
+        return (self.known or self.denied) and not self.fetching
 
 
 @dataclass(frozen=True)
@@ -147,23 +179,67 @@ class RobotsBook:
 
     def __init__(self, config: RobotsConfig | None = None) -> None:
         self.config = config or RobotsConfig()
-        self.origins: dict[str, OriginRobots] = {}
+        #: The origins, the one asked about least recently first.
+        self.origins: OrderedDict[str, OriginRobots] = OrderedDict()
+        #: Parsed rules of the origins asked about most recently, the least first.
+        self._parsed: OrderedDict[str, tuple[Protego, int]] = OrderedDict()
+        #: Estimated bytes of the origins with their compressed text, and of
+        #: the parsed rules.
+        self.kept_bytes = 0
+        self.parsed_bytes = 0
+        #: Origins forgotten to keep within ``config.memory``.
+        self.evicted = 0
+        #: Times rules were parsed again from their compressed text.
+        self.parsed_again = 0
 
     def state(self, origin: str) -> OriginRobots:
         state = self.origins.get(origin)
         if state is None:
             state = self.origins[origin] = OriginRobots()
+            self.kept_bytes += ORIGIN_BYTES
+            self._bound(origin)
         return state
 
     def verdict(self, origin: str, url: str, user_agent: str) -> Verdict:
         state = self.state(origin)
+        self.origins.move_to_end(origin)
         if state.denied:
             return Verdict.DENY
         if not state.known:
             return Verdict.WAIT
-        if state.rules is None or state.rules.can_fetch(url, user_agent):
+        rules = self.rules(origin)
+        if rules is None or rules.can_fetch(url, user_agent):
             return Verdict.ALLOW
         return Verdict.DENY
+
+    def rules(self, origin: str) -> Protego | None:
+        """The origin's parsed rules (None: none known), parsed again from their
+        compressed text when they were let go of."""
+        cached = self._parsed.get(origin)
+        if cached is not None:
+            self._parsed.move_to_end(origin)
+            return cached[0]
+        state = self.origins.get(origin)
+        if state is None or state.packed is None:
+            return None
+        self.parsed_again += 1
+        return self._parse(origin, zlib.decompress(state.packed).decode("utf-8"))
+
+    def sitemaps(self, origin: str) -> list[str]:
+        """The sitemaps that the origin's rules list."""
+        rules = self.rules(origin)
+        return [] if rules is None else list(rules.sitemaps)
+
+    def memory_stats(self) -> dict[str, int]:
+        """What the book holds, for the stats and the benchmark."""
+        return {
+            "origins": len(self.origins),
+            "parsed": len(self._parsed),
+            "kept_bytes": self.kept_bytes,
+            "parsed_bytes": self.parsed_bytes,
+            "evicted": self.evicted,
+            "parsed_again": self.parsed_again,
+        }
 
     def needs_fetch(self, origin: str, now: float) -> bool:
         """True when a fetch should start now: never fetched, stale, or a retry is due."""
@@ -185,14 +261,18 @@ class RobotsBook:
         state.fetching = False
         outcome = classify(status)
         if outcome is RobotsOutcome.UNREACHABLE:
-            return self._unreachable(state, now)
+            result = self._unreachable(state, now)
+            self._bound(origin)  # no longer being fetched: another origin may go
+            return result
         state.failures = 0
         state.retry_at = -math.inf
         state.known, state.denied, state.fetched_at = True, False, now
+        self.origins.move_to_end(origin)
         if outcome is RobotsOutcome.ALLOW_ALL:
-            state.rules, state.sitemaps, state.text = None, [], None
+            self._set_rules(origin, state, None)
             return FetchResult(outcome, settled=True)
-        rules = self._set_rules(state, rules_text(body, self.config.max_bytes))
+        rules = self._set_rules(origin, state, rules_text(body, self.config.max_bytes))
+        assert rules is not None
         found = rules.crawl_delay(user_agent)
         delay = usable_crawl_delay(found)
         capped = delay is not None and delay > self.config.max_crawl_delay
@@ -214,14 +294,64 @@ class RobotsBook:
         state = self.state(origin)
         state.fetching = False
         if not state.known and not state.denied:
-            state.known, state.rules, state.sitemaps, state.text = True, None, [], None
+            self._set_rules(origin, state, None)
+            state.known = True
             state.failures, state.retry_at, state.fetched_at = 0, -math.inf, now
+        self._bound(origin)
 
-    def _set_rules(self, state: OriginRobots, text: str) -> Protego:
-        rules = state.rules = Protego.parse(text)
-        state.sitemaps = list(rules.sitemaps)
-        state.text = text if self.config.persist else None
+    def _set_rules(
+        self, origin: str, state: OriginRobots, text: str | None, *, parse: bool = True
+    ) -> Protego | None:
+        """Keep ``text`` (None: no rules) compressed; parsed too, with ``parse``."""
+        self._unparse(origin)
+        self.kept_bytes -= len(state.packed or b"")
+        state.packed, state.size = None, 0
+        rules = None
+        if text is not None:
+            encoded = text.encode("utf-8")
+            state.packed, state.size = zlib.compress(encoded, 6), len(encoded)
+            self.kept_bytes += len(state.packed)
+            rules = self._parse(origin, text) if parse else None
+        self._bound(origin)
         return rules
+
+    # -- the memory budget -------------------------------------------------------
+
+    def _parse(self, origin: str, text: str) -> Protego:
+        rules = Protego.parse(text)
+        cost = PARSED_BASE + PARSED_PER_BYTE * len(text)
+        self._parsed[origin] = (rules, cost)
+        self.parsed_bytes += cost
+        limit = self.config.memory * PARSED_SHARE
+        while limit and self.parsed_bytes > limit and len(self._parsed) > 1:
+            self._unparse(next(iter(self._parsed)))
+        return rules
+
+    def _unparse(self, origin: str) -> None:
+        cached = self._parsed.pop(origin, None)
+        if cached is not None:
+            self.parsed_bytes -= cached[1]
+
+    def _bound(self, keep: str) -> None:
+        """Forget the settled origins asked about least recently while the
+        origins and their text take more than their share of the budget;
+        never ``keep`` (the origin being changed), nor one being fetched."""
+        limit = self.config.memory * (1 - PARSED_SHARE)
+        while limit and self.kept_bytes > limit:
+            victim = next(
+                (o for o, state in self.origins.items() if o != keep and state.settled), None
+            )
+            if victim is None:
+                return
+            self.forget(victim)
+            self.evicted += 1
+
+    def forget(self, origin: str) -> None:
+        """Drop all that is known of ``origin``: it is fetched again when needed."""
+        state = self.origins.pop(origin, None)
+        if state is not None:
+            self._unparse(origin)
+            self.kept_bytes -= ORIGIN_BYTES + len(state.packed or b"")
 
     # -- persistence -------------------------------------------------------------
 
@@ -232,15 +362,15 @@ class RobotsBook:
         state = self.origins.get(origin)
         if state is None or not (state.known or state.denied):
             return None
-        if state.rules is not None and state.text is None:
+        if state.packed is not None and not self.config.persist:
             return None
         data: dict[str, Any] = {
             "known": state.known,
             "denied": state.denied,
             "fetched_at": state.fetched_at,
         }
-        if state.rules is not None:
-            data["rules"] = state.text
+        if state.packed is not None:
+            data["rules"] = zlib.decompress(state.packed).decode("utf-8")
         return data
 
     def restore(self, origin: str, data: Mapping[str, Any], now: float) -> bool:
@@ -262,7 +392,8 @@ class RobotsBook:
         state.fetched_at = min(float(fetched_at), now)
         rules = data.get("rules")
         if isinstance(rules, str):
-            self._set_rules(state, rules_text(rules.encode("utf-8"), self.config.max_bytes))
+            text = rules_text(rules.encode("utf-8"), self.config.max_bytes)
+            self._set_rules(origin, state, text, parse=False)
         return True
 
     def _unreachable(self, state: OriginRobots, now: float) -> FetchResult:
