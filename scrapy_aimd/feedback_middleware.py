@@ -5,19 +5,14 @@ exceptions before RetryMiddleware (550) and RedirectMiddleware (600) act on
 them. For every request it sees come back it sends
 ``scrapy_aimd.signals.response_feedback``; the scheduler listens, updates the
 host's controller and leaves the controller's :class:`Reaction` in the crawl's
-in-flight registry. When that reaction says the host refused the request (a
-throttle status) or pushed back by timing out, the request goes back to the
-scheduler, which holds it until its host is ready again, up to
+in-flight registry. When that reaction says the host refused the request
+(``Reaction.refused``: a 429 or a Retry-After always, a 503 without one or a
+timeout only from a host that has answered a page well), the request goes back
+to the scheduler, which holds it until its host is ready again, up to
 ``AIMD_THROTTLE_RETRIES`` times, without using up ``RETRY_TIMES``: a 429 is a
-host asking for later, not a failed page. This middleware decides nothing
-about the host's pace itself.
-
-Which refusals are queued again: a 429, and any answer with a ``Retry-After``,
-always. A 503 without one, or a timeout, is evidence of overload only from a
-host that has answered a page well (2xx or 3xx) in this crawl; from a host that
-never did, it is a plain failure, left to Scrapy's RetryMiddleware
-(``RETRY_TIMES``, "Gave up retrying", the errback) as in stock Scrapy. The
-controller learns from every answer either way.
+host asking for later, not a failed page. Any other answer is left to Scrapy's
+RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
+Scrapy. This middleware decides nothing about the host itself.
 """
 
 from __future__ import annotations
@@ -67,9 +62,6 @@ class AimdDownloaderMiddleware:
         )
         #: ``RETRY_ENABLED=False``: the user wants no request fetched twice.
         self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
-        #: The hosts that have answered a page well in this crawl: only their 503s
-        #: without Retry-After and their timeouts are overload (see the module).
-        self.answered_well: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -91,12 +83,9 @@ class AimdDownloaderMiddleware:
             response = bounded_robots_response(response)
         sent_at = self._sent_at(request)
         status = response.status
-        host = request_host(request)
         retry_after = None
-        if status in self.configs.for_host(host).throttle_codes:
+        if status in self.configs.for_host(request_host(request)).throttle_codes:
             retry_after = self._retry_after(request, response)
-        elif sent_at is not None and 200 <= status < 400 and ROBOTS_META not in request.meta:
-            self.answered_well.add(host)
         self._send(
             request,
             response=response,
@@ -106,11 +95,9 @@ class AimdDownloaderMiddleware:
             downloaded=sent_at is not None,
         )
         reaction = self._reaction(request)
-        if sent_at is None or reaction is None or not reaction.refused:
-            return response
-        if status == 429 or retry_after is not None or host in self.answered_well:
+        if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
-        return response  # a plain failure: RetryMiddleware's to retry
+        return response
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         sent_at = self._sent_at(request)
@@ -122,16 +109,7 @@ class AimdDownloaderMiddleware:
             downloaded=sent_at is not None,
         )
         reaction = self._reaction(request)
-        # A timeout has no response to refuse with: it is queued again when the
-        # controller read it as the host pushing back, and the host has answered
-        # well before (else it is a plain failure: RetryMiddleware's to retry).
-        if (
-            sent_at is not None
-            and timeout
-            and reaction is not None
-            and reaction.throttled
-            and request_host(request) in self.answered_well
-        ):
+        if sent_at is not None and timeout and reaction is not None and reaction.refused:
             return self._requeue(request, "timeout")
         return None
 

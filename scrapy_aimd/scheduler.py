@@ -452,7 +452,7 @@ class AimdScheduler:
             self.reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency
             )
-        if reaction.refused or timeout:
+        if timeout or (status is not None and status in controller.cfg.throttle_codes):
             self._troubled(host, now)
         elif status is not None:
             self.budget.succeeded(host)

@@ -973,16 +973,44 @@ def test_a_latency_spike_does_not_mark_a_pushback() -> None:
     assert host.state()["pushback"] is None
 
 
-def test_only_a_throttle_status_asks_for_the_request_again() -> None:
+def test_a_host_that_answered_well_is_asked_again_for_any_throttle_status_or_timeout() -> None:
     host = make()
     now = one_good(host, 0.0)
+    assert host.answered_well is True
     assert host.finish(host.start(now), now + 0.1, status=429, latency=0.1).refused is True
     host = make()
-    assert host.finish(host.start(0.0), 0.1, status=503, latency=0.1).refused is True
+    now = one_good(host, 0.0)
+    assert host.finish(host.start(now), now + 0.1, status=503, latency=0.1).refused is True
+    host = make()
+    now = one_good(host, 0.0)
+    assert host.fail(host.start(now), now + 0.1, timeout=True).refused is True
+    host = make()
+    now = one_good(host, 0.0)
+    assert host.finish(host.start(now), now + 0.1, status=404, latency=0.1).refused is False
+
+
+def test_a_host_that_never_answered_well_is_asked_again_only_for_a_429_or_a_retry_after() -> None:
+    host = make()
+    assert host.answered_well is False
+    assert host.finish(host.start(0.0), 0.1, status=429, latency=0.1).refused is True
+    host = make()
+    reaction = host.finish(host.start(0.0), 0.1, status=503, latency=0.1, retry_after=1.0)
+    assert reaction.refused is True
+    host = make()
+    assert host.finish(host.start(0.0), 0.1, status=503, latency=0.1).refused is False
     host = make()
     assert host.fail(host.start(0.0), 0.1, timeout=True).refused is False
     host = make()
     assert host.finish(host.start(0.0), 0.1, status=404, latency=0.1).refused is False
+    assert host.answered_well is False  # an error page is no good answer
+
+
+def test_robots_txt_answering_well_is_not_the_host_answering_well() -> None:
+    host = make()
+    host.finish(host.start(0.0), 0.01, status=200, latency=0.01, page=False)
+    assert host.answered_well is False
+    now = max(0.01, host.ready_at(0.01))
+    assert host.finish(host.start(now), now + 0.1, status=503, latency=0.1).refused is False
 
 
 # -- Crawl-delay ---------------------------------------------------------------------

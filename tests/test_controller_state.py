@@ -213,6 +213,19 @@ def test_a_state_of_version_2_resumes() -> None:
     host = HostController.from_state(ControllerConfig(), old)
     assert (host.delay, host.concurrency, host.best_latency) == (0.5, 3, 0.3)
     assert host.state()["memory"]["round"] == 0
+    assert host.answered_well is True  # it has page latencies
+
+
+def test_whether_a_host_answered_well_round_trips() -> None:
+    cfg = ControllerConfig()
+    host = HostController(cfg)
+    assert HostController.from_state(cfg, host.state()).answered_well is False
+    host.finish(host.start(0.0), 0.1, status=301, latency=0.1)
+    assert host.answered_well is True
+    assert HostController.from_state(cfg, host.state()).answered_well is True
+    older = host.state()
+    del older["memory"]["answered_well"]
+    assert HostController.from_state(cfg, older).answered_well is False  # no page latency
 
 
 @pytest.mark.parametrize(
@@ -236,6 +249,7 @@ def test_a_state_of_version_2_resumes() -> None:
         {"outage": "soon"},
         {"outage": {"since": 1.0, "gap": -1.0}},
         {"restored_at": "never"},
+        {"answered_well": "yes"},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:

@@ -307,10 +307,12 @@ class Reaction:
     paused_until: float | None = None
     """The end of the pause this outcome asked for, if it carried a Retry-After."""
     refused: bool = False
-    """The response has a throttle status: the host asked for later, so the request
-    should be queued again, not dropped. (A slow but good response is an overload
-    signal with a page worth keeping. A timeout has no response: the feedback
-    middleware queues it again itself.)"""
+    """The host asked for later, so the request should be queued again, not dropped
+    or left to ordinary retries: a 429, any throttle status with a Retry-After, and,
+    from a host that has answered a page well (:attr:`HostController.answered_well`),
+    a throttle status without one or a timeout. From a host that never answered
+    well, those are plain failures. (A slow but good response is an overload signal
+    with a page worth keeping.)"""
 
     @property
     def throttled(self) -> bool:
@@ -560,6 +562,8 @@ class HostController:
     """The run of overloads since the last good answer, if there is one."""
     _restored_at: float = field(init=False, default=-math.inf)
     """When the host last went back to its state from before an outage."""
+    _answered_well: bool = field(init=False, default=False)
+    """A page of the host came back 2xx or 3xx (see :attr:`answered_well`)."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -598,6 +602,15 @@ class HostController:
         """The host's latency baseline: a low percentile of its recent page latencies,
         or None if unknown."""
         return self._latency.baseline
+
+    @property
+    def answered_well(self) -> bool:
+        """The host has answered a page 2xx or 3xx (robots.txt and cached answers do
+        not count). Only then is a 503 without Retry-After or a timeout evidence of
+        overload: from a host that never answered well, it is a plain failure, left
+        to Scrapy's RetryMiddleware as in stock Scrapy (a site down from the start
+        was otherwise waited for at growing gaps, once per page)."""
+        return self._answered_well
 
     @property
     def floor(self) -> float:
@@ -665,7 +678,8 @@ class HostController:
                 reaction = self._rate_limit(ticket, now, paused, counts=status == 429)
             else:
                 reaction = self._overload(ticket, now, paused=paused)
-            return replace(reaction, refused=True)
+            asked_later = status == 429 or paused is not None
+            return replace(reaction, refused=asked_later or self._answered_well)
         self._accepted.append(active_start)
         if len(self._accepted) > self.cfg.pace_samples:
             del self._accepted[0]
@@ -676,6 +690,7 @@ class HostController:
             return Reaction(kind="neutral", decreased=False)
         if not page:
             return Reaction(kind="good", decreased=False)
+        self._answered_well = True
         if status < 300:
             self._latency.add(latency, now)
         threshold = self._latency_threshold()
@@ -741,7 +756,7 @@ class HostController:
         if self._release(ticket, now) is None:
             return _IGNORED
         if timeout:
-            return self._overload(ticket, now)
+            return replace(self._overload(ticket, now), refused=self._answered_well)
         return Reaction(kind="neutral", decreased=False)
 
     def cancel(self, ticket: Ticket) -> None:
@@ -1346,6 +1361,7 @@ class HostController:
             "burst": None if self._burst is None else list(self._burst),
             "outage": None if self._outage is None else _outage_state(self._outage),
             "restored_at": _finite_or_none(self._restored_at),
+            "answered_well": self._answered_well,
         }
         return {
             "version": _STATE_VERSION,
@@ -1386,6 +1402,8 @@ class HostController:
             latencies = [] if best is None else [best]
         host._latency.values.extend(_state_floats(state, "latencies", latencies, LATENCY_SAMPLES))
         host._slow_start = _state_bool(state, "slow_start", False)
+        # A state from before ``answered_well``: a host with page latencies did.
+        host._answered_well = bool(host._latency.values)
         until = _state_optional(state, "paused_until", allow_negative=True)
         if until is not None:
             host._pauses.until = host._pauses.start = until
@@ -1459,6 +1477,7 @@ class HostController:
         self._burst = None if burst is None else (int(burst[0]), burst[1])
         self._outage = _state_outage(m.get("outage"))
         self._restored_at = _state_time(m, "restored_at", -math.inf)
+        self._answered_well = _state_bool(m, "answered_well", self._answered_well)
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
