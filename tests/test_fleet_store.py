@@ -17,6 +17,7 @@ from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, s
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
 from scrapy_aimd.fleet.redis_store import sort_score
+from scrapy_aimd.fleet.rules import Replica
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -278,6 +279,37 @@ def test_workers_taking_turns_apply_every_rule_as_a_local_controller(
     workers = [frontier(SMALL), frontier(SMALL)]
     workers[0].push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
     assert _drive(workers, HostController(SMALL), EVENTS) == []
+
+
+def test_one_worker_restores_a_host_from_its_json_state_once(
+    frontier: Frontiers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restoring a controller from JSON costs more than the rest of a feedback:
+    while no other worker stores a newer state, the worker goes on with the one
+    it holds (claims, views and feedbacks), and still agrees with a local one."""
+    restored: list[int] = []
+    of = Replica.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Replica], cfg: ControllerConfig, data: object) -> Replica:
+        restored.append(1)
+        return of(cls, cfg, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Replica, "of", classmethod(counting))
+    worker = frontier(SMALL)
+    worker.push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
+    assert _drive([worker], HostController(SMALL), EVENTS) == []
+    assert worker.controller("h") is not None
+    assert len(restored) == 1
+    other = frontier(SMALL)  # another worker's state: restored again, once
+    other.push([Item("h", b"more"), Item("h", b"again"), Item("h", b"last")])
+    worker.finish(claim_now(worker), status=200, latency=0.004, done=True)
+    assert len(restored) == 1
+    other.finish(claim_now(other), status=200, latency=0.004, done=True)
+    assert len(restored) == 2  # the other worker's first
+    claim = claim_now(worker)  # its reply shows the other worker's state
+    assert worker.controller("h") is not None and len(restored) == 3
+    worker.finish(claim, status=200, latency=0.004, done=True)
+    assert len(restored) == 3
 
 
 def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) -> None:

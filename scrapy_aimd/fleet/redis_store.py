@@ -31,7 +31,15 @@ from typing import Any, Final, Generic, TypeVar
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.rules import Applied, Event, HostData, apply, decode_state, limits_of
+from scrapy_aimd.fleet.rules import (
+    Applied,
+    Event,
+    HostData,
+    Replica,
+    apply,
+    decode_state,
+    limits_of,
+)
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
@@ -173,8 +181,8 @@ class FleetFrontier(Generic[T]):
         self.callback_time = min(LEASE_MARGIN, lease_time)
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
-        #: Each host's controller as of the reply it was built from.
-        self._controllers: dict[str, tuple[HostData, HostController]] = {}
+        #: Each host's controller, restored once per stored state (see ``Replica``).
+        self._replicas: dict[str, Replica] = {}
         #: Logged starts that a restored controller would not take (never, if the
         #: claim script and the controller agree).
         self.stray_starts = 0
@@ -341,9 +349,13 @@ class FleetFrontier(Generic[T]):
         key = self.fleet.key(f"h:{host}")
         self.counters.feedbacks += 1
         data = self._hosts.get(host) or HostData()
+        cfg = self._cfg(host)[0]
         for _ in range(MAX_ATTEMPTS):
             try:
-                result: Applied = apply(self._cfg(host)[0], data, event, lease=lease, at=at)
+                # The replica is taken: the event moves it on, and it is kept
+                # again only once its state is stored.
+                replica = self._replicas.pop(host, None)
+                result: Applied = apply(cfg, data, event, lease=lease, at=at, replica=replica)
             except ValueError as exc:
                 raise FleetStoreError(
                     f"Redis key {key} holds a state that cannot be read: {exc}"
@@ -365,11 +377,10 @@ class FleetFrontier(Generic[T]):
             if reply[0] == 1:
                 self.fleet.saw_time(reply[3])
                 log = [entry.decode() for entry in reply[4:]]
-                data = self._hosts[host] = HostData(
-                    int(float(reply[1])), result.state, result.tickets, log
-                )
-                if not log:
-                    self._controllers[host] = (data, result.controller)
+                version = int(float(reply[1]))
+                data = self._hosts[host] = HostData(version, result.state, result.tickets, log)
+                result.replica.stored(version, result.state)
+                self._replicas[host] = result.replica
                 self.stray_starts += result.stray
                 if lease and not reply[2]:
                     self.counters.late_feedback += 1
@@ -417,17 +428,15 @@ class FleetFrontier(Generic[T]):
         data = self._hosts.get(host)
         if data is None:
             return None
-        cached = self._controllers.get(host)
-        if cached is not None and cached[0] is data:
-            return cached[1]
+        replica = self._replicas.get(host)
         try:
-            controller = apply(
-                self._cfg(host)[0], data, lambda c, t: None, lease="", at=math.inf
-            ).controller
+            if replica is None or not replica.fits(data, math.inf):
+                replica = self._replicas[host] = Replica.of(self._cfg(host)[0], data)
+            replica.replay(data.log, math.inf)
         except ValueError:
+            self._replicas.pop(host, None)
             return None  # the next feedback reports it, naming the key
-        self._controllers[host] = (data, controller)
-        return controller
+        return replica.controller
 
     def reap(self, limit: int = 1000) -> int:
         """Queue the requests of expired leases again (claims do this too)."""
