@@ -41,6 +41,7 @@ from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
+from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.events import EventLog
@@ -76,6 +77,9 @@ STATUS_TTL = 0.1
 DONE_EVERY = 0.05
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: Keys of the shared seen set that a worker also keeps, to drop repeats without a
+#: round trip (about 12 B each: 12 MB at most).
+KNOWN_KEYS = 1_000_000
 
 
 class FleetSettings:
@@ -171,6 +175,8 @@ class FleetScheduler:
         self.local: deque[Request] = deque()
         #: Requests to push, taken by one round trip at the next chance.
         self.pending: list[Any] = []
+        #: Keys this worker sent to the shared seen set (see ``_know``).
+        self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
         self.claims: dict[Request, Claim[Request]] = {}
         self._status: FleetStatus | None = None
@@ -325,6 +331,12 @@ class FleetScheduler:
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
+            if key is not None:
+                if key in self.known:
+                    self.fleet.counters.duplicates += 1
+                    self._duplicate(request)
+                    return
+                self._know(key)
         self.pending.append(
             Item(
                 request_host(request),
@@ -357,10 +369,21 @@ class FleetScheduler:
                 self.stats.inc_value("aimd/fleet/local")
                 self.local.append(item.item)
             elif not queued:
-                self.stats.inc_value("aimd/fleet/duplicates")
-                if self.df is not None and self.spider is not None:
-                    self.df.log(item.item, self.spider)
+                self._duplicate(item.item)
         self._status = None
+
+    def _duplicate(self, request: Request) -> None:
+        self.stats.inc_value("aimd/fleet/duplicates")
+        if self.df is not None and self.spider is not None:
+            self.df.log(request, self.spider)
+
+    def _know(self, key: int) -> None:
+        """Remember a key sent to the shared seen set (at most KNOWN_KEYS, then
+        afresh): its repeats, most of a crawl's links, are dropped here, without
+        being serialized and sent only to be refused."""
+        if len(self.known) >= KNOWN_KEYS:
+            self.known = SeenSet()
+        self.known.add(key)
 
     def _next_request(self) -> Request | None:
         if self.lost or self.frontier is None:
