@@ -523,7 +523,11 @@ class FleetScheduler:
             else:
                 latency = feedback.get("latency")
                 reaction = self.frontier.finish(
-                    claim, status=status, latency=latency, retry_after=feedback.get("retry_after")
+                    claim,
+                    status=status,
+                    latency=latency,
+                    retry_after=feedback.get("retry_after"),
+                    now=self._answered_at(request, claim, latency),
                 )
                 told = {"status": status, "latency": latency}
         except Exception as exc:
@@ -539,6 +543,25 @@ class FleetScheduler:
         flight = self.flights.get(request)
         if flight is not None:
             flight.reaction = reaction
+
+    def _answered_at(self, request: Request, claim: Claim[Request], latency: Any) -> float | None:
+        """When the answer came, on the fleet's clock: its claim, moved on by the time
+        this worker took to send it, plus the fetch latency; never later than now
+        (None: now). Ordered by it, the answer goes before the starts that other
+        workers claimed while this one was busy with other work, as in a single
+        process, where nothing starts between an answer and its handling: such a
+        start, at the limit the answer is about to lower, is not of its round."""
+        flight = self.flights.get(request)
+        if (
+            flight is None
+            or flight.sent_at is None
+            or flight.handed_at is None
+            or not isinstance(latency, (int, float))
+            or not math.isfinite(latency)
+        ):
+            return None
+        sent = claim.started + max(0.0, flight.sent_at - flight.handed_at)
+        return min(self.fleet.now(), sent + max(0.0, latency))
 
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 

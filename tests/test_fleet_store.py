@@ -185,6 +185,43 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     assert view.in_flight == 0
 
 
+def test_an_answer_goes_before_the_starts_claimed_after_its_time(frontier: Frontiers) -> None:
+    """Feedback is ordered by when the answer came, not by when its worker got to
+    it: a start another worker claimed in between is not of the answer's round
+    (a single process would have made its decrease first), and it does not make
+    the feedback lose a race."""
+    a, b = frontier(), frontier()
+    a.push([Item("h", str(n).encode()) for n in range(12)])
+    local = HostController(FAST)
+    for _ in range(10):  # grow the limit to 2 or more, as the local controller
+        view = a.host("h")
+        if view is not None and view.concurrency >= 2:
+            break
+        claim = claim_now(a)
+        at = claim.started + 0.001
+        local.finish(local.start(claim.started), at, 200, latency=0.001)
+        a.finish(claim, status=200, latency=0.001, now=at, done=True)
+    assert local.concurrency == a.host("h").concurrency >= 2  # type: ignore[union-attr]
+    first = claim_now(a)
+    time.sleep(0.01)
+    second = claim_now(b)
+    answered = first.started + (second.started - first.started) / 2
+    tickets = [local.start(first.started)]
+    expected = local.finish(tickets[0], answered, 503, latency=0.001)
+    tickets.append(local.start(second.started))
+    before = (a.counters.round_trips, a.counters.conflicts)
+    got = a.finish(first, status=503, latency=0.001, now=answered, done=True)
+    assert got == expected and got is not None and got.decreased
+    assert (a.counters.round_trips, a.counters.conflicts) == (before[0] + 1, before[1])
+    at = second.started + 0.001
+    expected = local.finish(tickets[1], at, 503, latency=0.001)
+    got = b.finish(second, status=503, latency=0.001, now=at, done=True)
+    assert got == expected and got is not None and got.decreased  # a round of its own
+    view = b.host("h")
+    assert view is not None
+    assert (view.delay, view.concurrency) == (local.delay, local.concurrency)
+
+
 def _answer(
     worker: FleetFrontier[bytes],
     local: HostController,
