@@ -11,7 +11,8 @@ any moment loses nothing, its leases expire and their requests are queued
 again.
 
 What stays in this worker: robots.txt requests (each worker learns an
-origin's rules itself; their Crawl-delay goes to Redis for every worker),
+origin's rules itself; their Crawl-delay goes to Redis for every worker), each
+sent only once it holds a place on its host fleet-wide, as a claim would;
 requests robots.txt disallows (handed out for the robots middleware to turn
 into IgnoreRequest), and requests that cannot be serialized (callbacks that
 are not spider methods: handed out from here, without fleet politeness).
@@ -77,6 +78,8 @@ STATUS_TTL = 0.1
 DONE_EVERY = 0.05
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: robots.txt requests a worker tries to place per ``next_request`` call.
+ROBOTS_PER_CALL = 8
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
 #: round trip (about 12 B each: 12 MB at most).
 KNOWN_KEYS = 1_000_000
@@ -173,6 +176,9 @@ class FleetScheduler:
         self.shutdown: ShutdownGrace | None = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
+        #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
+        #: each with when to ask again (this worker's clock).
+        self.robots_waiting: list[list[Any]] = []
         #: Requests to push, taken by one round trip at the next chance.
         self.pending: list[Any] = []
         #: Keys this worker sent to the shared seen set (see ``_know``).
@@ -260,6 +266,12 @@ class FleetScheduler:
             for name, value in self.frontier.counters.as_stats().items():
                 self.stats.set_value(name, value)
             self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
+            by_host = self.frontier.feedbacks_by_host
+            if by_host:
+                logger.info(
+                    "Fleet feedbacks by host (of which applied again): %s",
+                    ", ".join(f"{h} {n} ({again})" for h, (n, again) in sorted(by_host.items())),
+                )
         self.reporter.close(now, reason, hosts)
         self.fleet.close()  # the shared state stays: other workers may go on
         return self.df.close(reason) if self.df is not None else None
@@ -280,7 +292,7 @@ class FleetScheduler:
         ]
 
     def has_pending_requests(self) -> bool:
-        if self.local or self.pending or self.claims:
+        if self.local or self.pending or self.claims or self.robots_waiting:
             return True
         if self.robots is not None and self.robots.held:
             return True
@@ -298,7 +310,7 @@ class FleetScheduler:
             return False
         try:
             if ROBOTS_META in request.meta:
-                self.local.append(request)
+                self.robots_waiting.append([request, -math.inf])
                 return True
             if self.robots is not None:
                 verdict = self.robots.verdict(request)
@@ -393,6 +405,10 @@ class FleetScheduler:
         if now - self._done_at >= DONE_EVERY:
             self._done_at = now
             self._finish_done(force=False)
+        if self.robots_waiting:
+            robots = self._hold_robots(now)
+            if robots is not None:
+                return robots
         if self.local:
             return self.local.popleft()
         claim = self.frontier.claim()
@@ -400,7 +416,7 @@ class FleetScheduler:
             wait = min(POLL, max(0.0, claim.ready_at - claim.now))
             self.wake.arm(now + wait, now)
             return None
-        request, host = claim.item, claim.host
+        request = claim.item
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
             # robots.txt (its fetch is started). Sent later, after the rules came,
@@ -410,12 +426,38 @@ class FleetScheduler:
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
+        return self._hand_out(request, claim, now)
+
+    def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
+        host = claim.host
         self.claims[request] = claim
         self.flights.handed_out(request, host, None, now)
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
         self._status = None
         return request
+
+    def _hold_robots(self, now: float) -> Request | None:
+        """A robots.txt request whose host has a place now, held there fleet-wide
+        (``FleetFrontier.hold``): each worker reads an origin's rules itself, and
+        three workers' robots.txt requests must not reach a host that takes one
+        request at a time together, nor inside its Crawl-delay. None if no host
+        of them may start yet (the wake timer is set for the first that may)."""
+        assert self.frontier is not None
+        wake = math.inf
+        for entry in list(self.robots_waiting)[:ROBOTS_PER_CALL]:
+            request, not_before = entry
+            if not_before > now:
+                wake = min(wake, not_before)
+                continue
+            held = self.frontier.hold(request_host(request), request)
+            if isinstance(held, Claim):
+                self.robots_waiting.remove(entry)
+                return self._hand_out(request, held, now)
+            entry[1] = now + min(POLL, max(0.0, held.ready_at - held.now))
+            wake = min(wake, entry[1])
+        self.wake.arm(wake, now)
+        return None
 
     def _waits_for_robots(self, request: Request) -> bool:
         return (
@@ -495,8 +537,8 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if self._controller(claim.host).delay <= 0:
-            return
+        if ROBOTS_META not in request.meta and self._controller(claim.host).delay <= 0:
+            return  # robots.txt always: its answer may bring a Crawl-delay
         try:
             self.frontier.sent(claim)
         except Exception as exc:
@@ -506,7 +548,7 @@ class FleetScheduler:
         """``response_feedback``: the answer goes to the host's state in Redis."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
-            return  # robots.txt, a local request, or not ours
+            return  # a local request, or not ours
         if not feedback.get("downloaded", True) or self.flights.cancelled(request):
             self.reporter.cancelled()
             return  # the lease goes with done(), which frees its place
@@ -528,6 +570,7 @@ class FleetScheduler:
                     latency=latency,
                     retry_after=feedback.get("retry_after"),
                     now=self._answered_at(request, claim, latency),
+                    page=ROBOTS_META not in request.meta,
                 )
                 told = {"status": status, "latency": latency}
         except Exception as exc:

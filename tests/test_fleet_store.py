@@ -376,6 +376,53 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     assert view.in_flight == 1
 
 
+def test_a_hold_takes_a_place_on_its_host_fleet_wide(frontier: Frontiers) -> None:
+    """A request a worker keeps (its robots.txt) holds a place on its host by the
+    claim's rule: another worker's claim waits for it, and its answer, not a page,
+    frees the place and leaves the host's limit and gap as they were."""
+    keeper, other = frontier(), frontier()
+    robots = keeper.hold("h", "robots.txt")  # a host nothing was queued for yet
+    assert isinstance(robots, Claim) and robots.item == "robots.txt"
+    assert robots.expires == pytest.approx(robots.started + 30.0)
+    other.push([Item("h", b"page")])
+    waiting = other.claim()
+    assert isinstance(waiting, Wait) and waiting.leased == 1  # the limit starts at 1
+    assert isinstance(keeper.hold("h", "again"), Wait)
+    reaction = keeper.finish(robots, status=404, latency=0.002, done=True, page=False)
+    assert reaction is not None and not reaction.throttled
+    view = other.host("h")
+    assert view is not None
+    assert (view.in_flight, view.concurrency, view.delay) == (0, 1, 0.0)
+    assert claim_now(other).item == b"page"
+    assert keeper.status().queued == 0
+
+
+def test_a_throttled_hold_slows_its_host_down(frontier: Frontiers) -> None:
+    keeper, other = frontier(SMALL), frontier(SMALL)
+    robots = keeper.hold("h", "robots.txt")
+    assert isinstance(robots, Claim)
+    reaction = keeper.finish(robots, status=503, latency=0.002, done=True, page=False)
+    assert reaction is not None and reaction.decreased
+    view = other.host("h")
+    assert view is not None and view.delay == SMALL.initial_backoff
+    other.push([Item("h", b"page")])
+    waiting = other.claim()
+    assert isinstance(waiting, Wait) and waiting.ready_at > waiting.now
+
+
+def test_an_expired_hold_frees_its_place_and_queues_nothing(frontier: Frontiers) -> None:
+    dead = frontier(FAST, lease_time=0.3)
+    assert isinstance(dead.hold("h", "robots.txt"), Claim)
+    survivor = frontier(FAST)
+    survivor.push([Item("h", b"page")])
+    assert isinstance(survivor.claim(), Wait)
+    time.sleep(0.4)
+    assert claim_now(survivor).item == b"page"  # the claim reaped the hold
+    assert survivor.status().queued == 0
+    view = survivor.host("h")
+    assert view is not None and view.in_flight == 1
+
+
 def test_reap_puts_back_what_expired_and_counts_it(frontier: Frontiers) -> None:
     worker = frontier(ControllerConfig(adaptive=False, max_concurrency=3), lease_time=0.2)
     worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])

@@ -40,6 +40,7 @@ _SCRIPTS: Final = (
     "init",
     "push",
     "claim",
+    "hold",
     "feedback",
     "done",
     "give_back",

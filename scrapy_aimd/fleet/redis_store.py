@@ -188,6 +188,8 @@ class FleetFrontier(Generic[T]):
         self.stray_starts = 0
         #: Requests that ``encode`` could not serialize: the caller keeps them.
         self.unserializable = 0
+        #: Per host: feedbacks, and of them those applied again (a lost race).
+        self.feedbacks_by_host: dict[str, list[int]] = {}
 
     # -- queue -------------------------------------------------------------------------
 
@@ -254,15 +256,8 @@ class FleetFrontier(Generic[T]):
                     queued=int(reply[3]),
                     leased=int(reply[4]),
                 )
-            _, lease, host_bytes, member, started, expires, version, state, tickets = reply[:9]
-            reaped, log = reply[9], reply[10:]
-            self.counters.reaped += int(reaped)
-            self.fleet.saw_time(started)
-            host = host_bytes.decode("utf-8", "surrogateescape")
-            lease_id = lease.decode("ascii")
-            self._hosts[host] = HostData(
-                int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
-            )
+            member = reply[3]
+            lease_id, host, started, expires = self._claimed(reply)
             try:
                 item = self._decode(member[_ARRIVAL_CHARS:])
             except Exception:
@@ -276,7 +271,34 @@ class FleetFrontier(Generic[T]):
                 self.done([lease_id])
                 continue
             self.counters.claims += 1
-            return Claim(lease_id, host, item, float(started), float(expires))
+            return Claim(lease_id, host, item, started, expires)
+
+    def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
+        """A claim's or a hold's reply: the host as it shows it is kept; the lease,
+        the host, the start and the expiry."""
+        _, lease, host_bytes, _, started, expires, version, state, tickets = reply[:9]
+        reaped, log = reply[9], reply[10:]
+        self.counters.reaped += int(reaped)
+        self.fleet.saw_time(started)
+        host = host_bytes.decode("utf-8", "surrogateescape")
+        self._hosts[host] = HostData(
+            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
+        )
+        return lease.decode("ascii"), host, float(started), float(expires)
+
+    def hold(self, host: str, item: T) -> Claim[T] | Wait:
+        """A place on ``host`` for a request the caller keeps and sends itself (its
+        robots.txt), by the claim's rule, leased and counted as a start of the
+        host fleet-wide; or when the host may start. One round trip. Answer it with
+        :meth:`finish` (``page=False``) or :meth:`fail`, then :meth:`done`, as a
+        claim; an expired hold frees its place."""
+        gap, limit = self._initial(host)
+        reply = self.fleet.call("hold", host, repr(self.lease_time), gap, limit)
+        if reply[0] == 0:
+            now = self.fleet.saw_time(reply[2])
+            return Wait(ready_at=float(reply[1]), now=now, queued=0, leased=0)
+        lease_id, claimed_host, started, expires = self._claimed(reply)
+        return Claim(lease_id, claimed_host, item, started, expires)
 
     # -- feedback ----------------------------------------------------------------------
 
@@ -289,16 +311,19 @@ class FleetFrontier(Generic[T]):
         retry_after: float | None = None,
         now: float | None = None,
         done: bool = False,
+        page: bool = True,
     ) -> Reaction | None:
         """A response came back: the host's controller learns from it, the lease's
         place is freed (the lease itself stays until :meth:`done`, or goes now if
-        ``done``). None if the host's controller did not know the request."""
+        ``done``). None if the host's controller did not know the request.
+        ``page`` is False for an answer that is not one of the host's pages
+        (robots.txt), as ``HostController.finish`` takes it."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             if ticket is None:
                 return None
             return controller.finish(
-                ticket, at, status=status, latency=latency, retry_after=retry_after
+                ticket, at, status=status, latency=latency, retry_after=retry_after, page=page
             )
 
         at = self._event_time(claim, now, latency)
@@ -348,6 +373,8 @@ class FleetFrontier(Generic[T]):
         worker did not know of, apply it again to what the reply shows."""
         key = self.fleet.key(f"h:{host}")
         self.counters.feedbacks += 1
+        by_host = self.feedbacks_by_host.setdefault(host, [0, 0])
+        by_host[0] += 1
         data = self._hosts.get(host) or HostData()
         cfg = self._cfg(host)[0]
         for _ in range(MAX_ATTEMPTS):
@@ -386,6 +413,7 @@ class FleetFrontier(Generic[T]):
                     self.counters.late_feedback += 1
                 return result.reaction
             self.counters.conflicts += 1
+            by_host[1] += 1
             self.fleet.saw_time(reply[3])
             data = HostData(
                 int(float(reply[1])),

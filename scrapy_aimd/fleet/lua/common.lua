@@ -117,7 +117,16 @@ local function requeue(id)
   local l = call('HMGET', lease, 'h', 's', 'm', 'r')
   call('ZREM', P .. ':leases', id)
   call('DEL', lease)
-  if not (l[1] and l[2] and l[3]) then
+  if not l[1] then
+    return false
+  end
+  if not (l[2] and l[3]) then
+    -- A hold (hold.lua): nothing to queue again, its place is freed.
+    if not l[4] then
+      add_in_flight(l[1], -1)
+      log_event(l[1], 'c', id, server_now())
+      rescore(l[1])
+    end
     return false
   end
   call('ZADD', queue_key(l[1]), l[2], l[3])
