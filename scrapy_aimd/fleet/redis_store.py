@@ -39,6 +39,7 @@ from scrapy_aimd.fleet.rules import (
     apply,
     decode_state,
     limits_of,
+    parse_entry,
 )
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
@@ -377,6 +378,18 @@ class FleetFrontier(Generic[T]):
         by_host[0] += 1
         data = self._hosts.get(host) or HostData()
         cfg = self._cfg(host)[0]
+        if data.log:
+            # Never before what this worker already knew had happened at the host
+            # (its own claims, as in a single process, where a start made before
+            # an answer was handled comes first): the host's controller in hand
+            # has those entries replayed, and goes on without a restore.
+            try:
+                at = max(at, parse_entry(data.log[-1])[2])
+            except ValueError as exc:
+                log_key = self.fleet.key(f"e:{host}")
+                raise FleetStoreError(
+                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
+                ) from exc
         for _ in range(MAX_ATTEMPTS):
             try:
                 # The replica is taken: the event moves it on, and it is kept
