@@ -493,6 +493,31 @@ def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontie
     assert not a.sent(first)  # its place is free: nothing to move
 
 
+def test_the_next_start_of_a_host_with_a_gap_waits_for_the_send(frontier: Frontiers) -> None:
+    """A worker whose reactor is busy sends its claimed request late: until it says
+    it sent it, another worker's claim of the host waits (for one more gap at most,
+    if no word comes), so that two arrivals are never closer than the gap."""
+    gapped = replace(FAST, min_delay=0.3, max_concurrency=3, adaptive=False)
+    a, b = frontier(gapped), frontier(gapped)
+    a.push([Item("h", b"1"), Item("h", b"2"), Item("h", b"3")])
+    first = claim_now(a)
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert wait.ready_at == pytest.approx(first.started + 0.6)  # no word of the send yet
+    time.sleep(0.35)
+    assert isinstance(b.claim(), Wait)  # past the gap, but the first is not sent
+    assert a.sent(first)
+    sent_at = a.fleet.now()
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert sent_at + 0.3 - 0.02 <= wait.ready_at <= sent_at + 0.3 + 0.02
+    second = claim_now(b)
+    assert second.started >= sent_at + 0.3 - 0.02
+    # No word of the second's send, nor ever: the third waits one more gap, then goes.
+    third = claim_now(a)
+    assert third.started >= second.started + 0.6 - 1e-6
+
+
 def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(
     server: RedisServer, prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:

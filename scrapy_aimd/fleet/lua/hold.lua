@@ -21,6 +21,7 @@ end
 local id = string.format('%016x', call('INCR', P .. ':arrival'))
 add_in_flight(host, 1)
 call('HSET', key, 'last', fmt(now))
+await_send(host, id, now)
 log_event(host, 's', id, now)
 local expires = now + tonumber(ARGV[3])
 call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now))
