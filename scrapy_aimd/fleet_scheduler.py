@@ -179,6 +179,9 @@ class FleetScheduler:
         #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
         #: each with when to ask again (this worker's clock).
         self.robots_waiting: list[list[Any]] = []
+        #: robots.txt answers applied once the engine is done with their requests
+        #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
+        self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
         #: Requests to push, taken by one round trip at the next chance.
         self.pending: list[Any] = []
         #: Keys this worker sent to the shared seen set (see ``_know``).
@@ -478,6 +481,10 @@ class FleetScheduler:
         if not done:
             return
         self._flush()
+        for request in done:
+            answer = self.robots_answers.pop(request, None)
+            if answer is not None and not self.lost:
+                self._answer(request, self.claims[request], *answer)
         # A download that AIMD_SHUTDOWN_GRACE cancelled was never done: queued again.
         back = [self.claims.pop(r).lease for r in done if self.flights.cancelled(r)]
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
@@ -545,13 +552,33 @@ class FleetScheduler:
             self._stop(exc, "request_reached_downloader")
 
     def _on_feedback(self, request: Request, **feedback: Any) -> None:
-        """``response_feedback``: the answer goes to the host's state in Redis."""
+        """``response_feedback``: the answer goes to the host's state in Redis. A
+        robots.txt answer goes there once the engine is done with it (its rules
+        read, its Crawl-delay stored): its place on the host, freed before that,
+        would let another worker's robots.txt start inside the delay."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return  # a local request, or not ours
         if not feedback.get("downloaded", True) or self.flights.cancelled(request):
             self.reporter.cancelled()
             return  # the lease goes with done(), which frees its place
+        at = self._answered_at(request, claim, feedback.get("latency"))
+        if at is None:
+            at = self.fleet.now()
+        if ROBOTS_META in request.meta:
+            self.robots_answers[request] = (at, feedback)
+            return
+        self._answer(request, claim, at, feedback)
+
+    def _answer(
+        self,
+        request: Request,
+        claim: Claim[Request],
+        at: float,
+        feedback: Mapping[str, Any],
+    ) -> None:
+        """Apply an answer that came at ``at`` (the fleet's clock) to its host's state."""
+        assert self.frontier is not None
         host, now = claim.host, self.clock()
         known = self._controller(host)
         before = (known.delay, known.concurrency)
@@ -560,7 +587,7 @@ class FleetScheduler:
         told: dict[str, Any]
         try:
             if exception is not None or status is None:
-                reaction = self.frontier.fail(claim, timeout=timeout)
+                reaction = self.frontier.fail(claim, timeout=timeout, now=at)
                 told = {"error": type(exception).__name__, "timeout": timeout}
             else:
                 latency = feedback.get("latency")
@@ -569,7 +596,7 @@ class FleetScheduler:
                     status=status,
                     latency=latency,
                     retry_after=feedback.get("retry_after"),
-                    now=self._answered_at(request, claim, latency),
+                    now=at,
                     page=ROBOTS_META not in request.meta,
                 )
                 told = {"status": status, "latency": latency}
