@@ -1,26 +1,39 @@
-"""One scrapy-aimd process against a fleet of three on the same farms.
+"""One scrapy-aimd process against a fleet of three, and against three
+scrapy-redis workers, on the same farms.
 
-Each crawl gets a fresh farm and, for the fleet, a fresh ``redis-server`` child
+Each crawl gets a fresh farm and, for the fleets, a fresh ``redis-server`` child
 (``tests/redis_server.py``); the workers are the tests' crawl processes
 (``tests/crawlrunner.py``) started together. What each crawl did is read from
 the farm's request log, the sites' own view:
 
 1. ``sitefarm.benchmark_farm()``: twelve hosts that push back each their own way
-   (``CONCURRENT_REQUESTS`` 32 per process, as ``bench_farm.py``);
+   (``CONCURRENT_REQUESTS`` 32 per process, as ``bench_farm.py``), crawled by one
+   scrapy-aimd process, three scrapy-aimd workers, and three scrapy-redis
+   workers (its scheduler and dupefilter; Scrapy's own politeness, then with
+   AutoThrottle at target concurrency 4, as ``bench_farm.py``);
 2. a many-host farm: 60 hosts of 20 pages of 0.2 s (``CONCURRENT_REQUESTS`` 8
    per process), where one process is bound by its downloader and three
-   should take half the time or less.
+   should take half the time or less (scrapy-aimd only).
 
 Per host: the most requests in flight at once, 429 and 503 answers, arrivals
-closer than the robots.txt Crawl-delay, pages lost and pages fetched twice.
+closer than the robots.txt Crawl-delay, pages lost and pages fetched twice, and
+the host's time (from the crawl's first request to the host's last answer);
+for the scrapy-aimd fleet, the feedbacks applied again per host (a lost race
+for the host's state in Redis). scrapy-redis runs with
+``SCHEDULER_PERSIST = True``: with its default, the first worker to finish
+deletes the queue and the seen set under the others.
 
+    pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
     PYTHONPATH=. python benchmarks/bench_fleet_farm.py [--farm benchmark|many|both]
-        [--workers 3] [--keep DIR]
+        [--workers 3] [--no-scrapy-redis] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import re
 import sys
 import tempfile
 import time
@@ -48,11 +61,25 @@ FARMS: dict[str, tuple[Any, dict[str, Any]]] = {
     "many": (many_hosts, {"CONCURRENT_REQUESTS": 8}),
 }
 
+#: Settings of a scrapy-redis worker (no scrapy-aimd), given the Redis URL.
+SCRAPY_REDIS = {
+    "ADDONS": {},
+    "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+    "SCHEDULER_PERSIST": True,
+}
+AUTOTHROTTLE = {"AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_TARGET_CONCURRENCY": 4}
+
 
 def crawl(
-    specs: list[HostSpec], settings: dict[str, Any], workers: int, out: Path
+    specs: list[HostSpec],
+    settings: dict[str, Any],
+    workers: int,
+    out: Path,
+    scrapy_redis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One crawl of a fresh farm: ``workers`` = 0 is one process without Redis."""
+    """One crawl of a fresh farm: ``workers`` = 0 is one process without Redis;
+    with ``scrapy_redis`` (extra settings), scrapy-redis workers instead."""
     server = RedisServer().start() if workers else None
     try:
         # The farm's clock (its outage, pauses, buckets) starts at the first request,
@@ -61,23 +88,49 @@ def crawl(
             urls = [url + "/" for url in farm.urls.values()]
             common = {"ROBOTSTXT_OBEY": True, "AIMD_FLEET_IDLE_CLOSE": 2.0, **settings}
             url = server.url if server else None
+            if scrapy_redis is not None:
+                common |= {**SCRAPY_REDIS, "REDIS_URL": url, **scrapy_redis}
+                url = None
             fleet: list[Worker] = [
                 start_worker(urls, out / f"w{n}", url, common) for n in range(max(1, workers))
             ]
             wait_for(fleet, CAP)
             log = farm.read_log()
+            names = {url.split("://", 1)[1]: name for name, url in farm.urls.items()}
     finally:
         if server is not None:
             server.close()
+    (out / "farm-log.json").write_text(json.dumps(log))
+    summaries = summarize(log, specs)
     reasons = [w.stats().get("finish_reason") for w in fleet]
     return {
-        "summaries": summarize(log, specs),
-        "totals": totals(summarize(log, specs)),
+        "summaries": summaries,
+        "totals": totals(summaries),
         "reasons": reasons,
         "claims": [w.stats().get("aimd/fleet/claims", 0) for w in fleet],
         "conflicts": sum(w.stats().get("aimd/fleet/conflicts", 0) for w in fleet),
         "feedbacks": sum(w.stats().get("aimd/fleet/feedbacks", 0) for w in fleet),
+        "conflicts_by_host": conflicts_by_host(fleet, names),
     }
+
+
+def conflicts_by_host(fleet: list[Worker], names: dict[str, str]) -> dict[str, list[int]]:
+    """Feedbacks and those applied again (a lost race), per host, from the line
+    each fleet worker logs at close."""
+    found: dict[str, list[int]] = {}
+    for worker in fleet:
+        for line in worker.log().splitlines():
+            _, marker, rest = line.partition(BY_HOST)
+            if not marker:
+                continue
+            for host, feedbacks, again in re.findall(r"(\S+) (\d+) \((\d+)\)", rest):
+                row = found.setdefault(names.get(host, host), [0, 0])
+                row[0] += int(feedbacks)
+                row[1] += int(again)
+    return found
+
+
+BY_HOST = "Fleet feedbacks by host (of which applied again): "
 
 
 def span(result: dict[str, Any]) -> float:
@@ -87,6 +140,7 @@ def span(result: dict[str, Any]) -> float:
 
 def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
     labels = list(runs)
+    base = span(runs[labels[0]])
     print(f"\n## {name}\n")
     for label in labels:
         result = runs[label]
@@ -97,24 +151,23 @@ def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
                 f"{result['conflicts'] / result['feedbacks']:.0%}"
             )
         print(
-            f"- {label}: {span(result):.1f} s from first request to last answer, "
-            f"finish {result['reasons']}{extra}"
+            f"- {label}: {span(result):.1f} s from first request to last answer "
+            f"({span(result) / base:.2f}x the first), finish {result['reasons']}{extra}"
         )
-    header = (
-        "| host | "
-        + " | ".join(
-            f"{label}: in flight / 429+503 / delay gaps / lost / twice" for label in labels
-        )
-        + " |"
-    )
-    print("\n" + header)
+    columns = "in flight / 429+503 / delay gaps / lost / twice / time (s)"
+    print("\n| host | " + " | ".join(f"{label}: {columns}" for label in labels) + " |")
     print("|---|" + "---:|" * len(labels))
     hosts = sorted(runs[labels[0]]["summaries"])
     sums = {label: [0, 0, 0, 0, 0] for label in labels}
     for host in hosts:
         cells = []
         for label in labels:
-            s = runs[label]["summaries"][host]
+            summaries = runs[label]["summaries"]
+            first = min(
+                (h.first_arrival for h in summaries.values() if h.first_arrival is not None),
+                default=0.0,
+            )
+            s = summaries[host]
             row = [
                 s.max_in_flight,
                 s.throttled,
@@ -126,34 +179,60 @@ def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
                 max(sums[label][0], row[0]),
                 *(a + b for a, b in zip(sums[label][1:], row[1:], strict=True)),
             ]
-            cells.append(" / ".join(str(v) for v in row))
+            took = f"{s.last_finish - first:.1f}" if s.last_finish is not None else "-"
+            cells.append(" / ".join(str(v) for v in row) + f" / {took}")
         print(f"| {host} | " + " | ".join(cells) + " |")
     print(
         "| all (max, sums) | "
-        + " | ".join(" / ".join(str(v) for v in sums[label]) for label in labels)
+        + " | ".join(
+            " / ".join(str(v) for v in sums[label]) + f" / {span(runs[label]):.1f}"
+            for label in labels
+        )
         + " |"
     )
+    for label in labels:
+        by_host = runs[label]["conflicts_by_host"]
+        if not by_host:
+            continue
+        print(f"\n{label}, feedbacks per host (of which applied again after a lost race):\n")
+        print("| host | feedbacks | applied again |")
+        print("|---|---:|---:|")
+        for host, (feedbacks, again) in sorted(by_host.items()):
+            print(f"| {host} | {feedbacks} | {again} ({again / max(1, feedbacks):.0%}) |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--farm", choices=["benchmark", "many", "both"], default="both")
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--no-scrapy-redis", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     if REDIS_SERVER is None:
         sys.exit(SKIP_REASON)
+    with_redis = not args.no_scrapy_redis
+    if with_redis and importlib.util.find_spec("scrapy_redis") is None:
+        sys.exit("scrapy-redis is not installed: pip install scrapy-redis (or --no-scrapy-redis)")
     names = ["benchmark", "many"] if args.farm == "both" else [args.farm]
+    n = args.workers
     with tempfile.TemporaryDirectory(prefix="aimd-fleet-farm-") as tmp:
         base = args.keep or Path(tmp)
         for name in names:
             make, settings = FARMS[name]
+            kinds: list[tuple[str, int, dict[str, Any] | None]] = [
+                ("scrapy-aimd, 1 process", 0, None),
+                (f"scrapy-aimd, {n} workers", n, None),
+            ]
+            if with_redis and name == "benchmark":
+                kinds += [
+                    (f"scrapy-redis, {n} workers", n, {}),
+                    (f"scrapy-redis + AutoThrottle, {n} workers", n, AUTOTHROTTLE),
+                ]
             runs = {}
-            for label, workers in (("1 process", 0), (f"{args.workers} workers", args.workers)):
+            for label, workers, scrapy_redis in kinds:
                 started = time.monotonic()
-                runs[label] = crawl(
-                    make(), settings, workers, base / name / label.replace(" ", "-")
-                )
+                out = base / name / re.sub(r"[^a-z0-9]+", "-", label.lower())
+                runs[label] = crawl(make(), settings, workers, out, scrapy_redis)
                 print(f"{name}, {label}: {time.monotonic() - started:.1f} s wall", file=sys.stderr)
             report(name, runs)
 

@@ -11,7 +11,8 @@ any moment loses nothing, its leases expire and their requests are queued
 again.
 
 What stays in this worker: robots.txt requests (each worker learns an
-origin's rules itself; their Crawl-delay goes to Redis for every worker),
+origin's rules itself; their Crawl-delay goes to Redis for every worker), each
+sent only once it holds a place on its host fleet-wide, as a claim would;
 requests robots.txt disallows (handed out for the robots middleware to turn
 into IgnoreRequest), and requests that cannot be serialized (callbacks that
 are not spider methods: handed out from here, without fleet politeness).
@@ -41,6 +42,7 @@ from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
+from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.events import EventLog
@@ -76,6 +78,11 @@ STATUS_TTL = 0.1
 DONE_EVERY = 0.05
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: robots.txt requests a worker tries to place per ``next_request`` call.
+ROBOTS_PER_CALL = 8
+#: Keys of the shared seen set that a worker also keeps, to drop repeats without a
+#: round trip (about 12 B each: 12 MB at most).
+KNOWN_KEYS = 1_000_000
 
 
 class FleetSettings:
@@ -169,8 +176,16 @@ class FleetScheduler:
         self.shutdown: ShutdownGrace | None = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
+        #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
+        #: each with when to ask again (this worker's clock).
+        self.robots_waiting: list[list[Any]] = []
+        #: robots.txt answers applied once the engine is done with their requests
+        #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
+        self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
         #: Requests to push, taken by one round trip at the next chance.
         self.pending: list[Any] = []
+        #: Keys this worker sent to the shared seen set (see ``_know``).
+        self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
         self.claims: dict[Request, Claim[Request]] = {}
         self._status: FleetStatus | None = None
@@ -254,6 +269,12 @@ class FleetScheduler:
             for name, value in self.frontier.counters.as_stats().items():
                 self.stats.set_value(name, value)
             self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
+            by_host = self.frontier.feedbacks_by_host
+            if by_host:
+                logger.info(
+                    "Fleet feedbacks by host (of which applied again): %s",
+                    ", ".join(f"{h} {n} ({again})" for h, (n, again) in sorted(by_host.items())),
+                )
         self.reporter.close(now, reason, hosts)
         self.fleet.close()  # the shared state stays: other workers may go on
         return self.df.close(reason) if self.df is not None else None
@@ -274,7 +295,7 @@ class FleetScheduler:
         ]
 
     def has_pending_requests(self) -> bool:
-        if self.local or self.pending or self.claims:
+        if self.local or self.pending or self.claims or self.robots_waiting:
             return True
         if self.robots is not None and self.robots.held:
             return True
@@ -292,7 +313,7 @@ class FleetScheduler:
             return False
         try:
             if ROBOTS_META in request.meta:
-                self.local.append(request)
+                self.robots_waiting.append([request, -math.inf])
                 return True
             if self.robots is not None:
                 verdict = self.robots.verdict(request)
@@ -325,6 +346,12 @@ class FleetScheduler:
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
+            if key is not None:
+                if key in self.known:
+                    self.fleet.counters.duplicates += 1
+                    self._duplicate(request)
+                    return
+                self._know(key)
         self.pending.append(
             Item(
                 request_host(request),
@@ -357,10 +384,21 @@ class FleetScheduler:
                 self.stats.inc_value("aimd/fleet/local")
                 self.local.append(item.item)
             elif not queued:
-                self.stats.inc_value("aimd/fleet/duplicates")
-                if self.df is not None and self.spider is not None:
-                    self.df.log(item.item, self.spider)
+                self._duplicate(item.item)
         self._status = None
+
+    def _duplicate(self, request: Request) -> None:
+        self.stats.inc_value("aimd/fleet/duplicates")
+        if self.df is not None and self.spider is not None:
+            self.df.log(request, self.spider)
+
+    def _know(self, key: int) -> None:
+        """Remember a key sent to the shared seen set (at most KNOWN_KEYS, then
+        afresh): its repeats, most of a crawl's links, are dropped here, without
+        being serialized and sent only to be refused."""
+        if len(self.known) >= KNOWN_KEYS:
+            self.known = SeenSet()
+        self.known.add(key)
 
     def _next_request(self) -> Request | None:
         if self.lost or self.frontier is None:
@@ -370,6 +408,10 @@ class FleetScheduler:
         if now - self._done_at >= DONE_EVERY:
             self._done_at = now
             self._finish_done(force=False)
+        if self.robots_waiting:
+            robots = self._hold_robots(now)
+            if robots is not None:
+                return robots
         if self.local:
             return self.local.popleft()
         claim = self.frontier.claim()
@@ -377,7 +419,7 @@ class FleetScheduler:
             wait = min(POLL, max(0.0, claim.ready_at - claim.now))
             self.wake.arm(now + wait, now)
             return None
-        request, host = claim.item, claim.host
+        request = claim.item
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
             # robots.txt (its fetch is started). Sent later, after the rules came,
@@ -387,12 +429,38 @@ class FleetScheduler:
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
+        return self._hand_out(request, claim, now)
+
+    def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
+        host = claim.host
         self.claims[request] = claim
         self.flights.handed_out(request, host, None, now)
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
         self._status = None
         return request
+
+    def _hold_robots(self, now: float) -> Request | None:
+        """A robots.txt request whose host has a place now, held there fleet-wide
+        (``FleetFrontier.hold``): each worker reads an origin's rules itself, and
+        three workers' robots.txt requests must not reach a host that takes one
+        request at a time together, nor inside its Crawl-delay. None if no host
+        of them may start yet (the wake timer is set for the first that may)."""
+        assert self.frontier is not None
+        wake = math.inf
+        for entry in list(self.robots_waiting)[:ROBOTS_PER_CALL]:
+            request, not_before = entry
+            if not_before > now:
+                wake = min(wake, not_before)
+                continue
+            held = self.frontier.hold(request_host(request), request)
+            if isinstance(held, Claim):
+                self.robots_waiting.remove(entry)
+                return self._hand_out(request, held, now)
+            entry[1] = now + min(POLL, max(0.0, held.ready_at - held.now))
+            wake = min(wake, entry[1])
+        self.wake.arm(wake, now)
+        return None
 
     def _waits_for_robots(self, request: Request) -> bool:
         return (
@@ -413,6 +481,10 @@ class FleetScheduler:
         if not done:
             return
         self._flush()
+        for request in done:
+            answer = self.robots_answers.pop(request, None)
+            if answer is not None and not self.lost:
+                self._answer(request, self.claims[request], *answer)
         # A download that AIMD_SHUTDOWN_GRACE cancelled was never done: queued again.
         back = [self.claims.pop(r).lease for r in done if self.flights.cancelled(r)]
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
@@ -472,21 +544,41 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if self._controller(claim.host).delay <= 0:
-            return
+        if ROBOTS_META not in request.meta and self._controller(claim.host).delay <= 0:
+            return  # robots.txt always: its answer may bring a Crawl-delay
         try:
             self.frontier.sent(claim)
         except Exception as exc:
             self._stop(exc, "request_reached_downloader")
 
     def _on_feedback(self, request: Request, **feedback: Any) -> None:
-        """``response_feedback``: the answer goes to the host's state in Redis."""
+        """``response_feedback``: the answer goes to the host's state in Redis. A
+        robots.txt answer goes there once the engine is done with it (its rules
+        read, its Crawl-delay stored): its place on the host, freed before that,
+        would let another worker's robots.txt start inside the delay."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
-            return  # robots.txt, a local request, or not ours
+            return  # a local request, or not ours
         if not feedback.get("downloaded", True) or self.flights.cancelled(request):
             self.reporter.cancelled()
             return  # the lease goes with done(), which frees its place
+        at = self._answered_at(request, claim, feedback.get("latency"))
+        if at is None:
+            at = self.fleet.now()
+        if ROBOTS_META in request.meta:
+            self.robots_answers[request] = (at, feedback)
+            return
+        self._answer(request, claim, at, feedback)
+
+    def _answer(
+        self,
+        request: Request,
+        claim: Claim[Request],
+        at: float,
+        feedback: Mapping[str, Any],
+    ) -> None:
+        """Apply an answer that came at ``at`` (the fleet's clock) to its host's state."""
+        assert self.frontier is not None
         host, now = claim.host, self.clock()
         known = self._controller(host)
         before = (known.delay, known.concurrency)
@@ -495,12 +587,17 @@ class FleetScheduler:
         told: dict[str, Any]
         try:
             if exception is not None or status is None:
-                reaction = self.frontier.fail(claim, timeout=timeout)
+                reaction = self.frontier.fail(claim, timeout=timeout, now=at)
                 told = {"error": type(exception).__name__, "timeout": timeout}
             else:
                 latency = feedback.get("latency")
                 reaction = self.frontier.finish(
-                    claim, status=status, latency=latency, retry_after=feedback.get("retry_after")
+                    claim,
+                    status=status,
+                    latency=latency,
+                    retry_after=feedback.get("retry_after"),
+                    now=at,
+                    page=ROBOTS_META not in request.meta,
                 )
                 told = {"status": status, "latency": latency}
         except Exception as exc:
@@ -516,6 +613,25 @@ class FleetScheduler:
         flight = self.flights.get(request)
         if flight is not None:
             flight.reaction = reaction
+
+    def _answered_at(self, request: Request, claim: Claim[Request], latency: Any) -> float | None:
+        """When the answer came, on the fleet's clock: its claim, moved on by the time
+        this worker took to send it, plus the fetch latency; never later than now
+        (None: now). Ordered by it, the answer goes before the starts that other
+        workers claimed while this one was busy with other work, as in a single
+        process, where nothing starts between an answer and its handling: such a
+        start, at the limit the answer is about to lower, is not of its round."""
+        flight = self.flights.get(request)
+        if (
+            flight is None
+            or flight.sent_at is None
+            or flight.handed_at is None
+            or not isinstance(latency, (int, float))
+            or not math.isfinite(latency)
+        ):
+            return None
+        sent = claim.started + max(0.0, flight.sent_at - flight.handed_at)
+        return min(self.fleet.now(), sent + max(0.0, latency))
 
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 

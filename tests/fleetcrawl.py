@@ -46,9 +46,11 @@ def start_worker(
     out: Path,
     redis_url: str | None,
     settings: dict[str, Any] | None = None,
+    runner: list[str] | None = None,
 ) -> Worker:
     """A crawl process of the fleet, started (not waited for); without
-    ``redis_url``, a single process."""
+    ``redis_url``, a single process. ``runner``: the command that takes the
+    config file's path (default: ``tests/crawlrunner.py``)."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "config.json"
     config.write_text(
@@ -68,7 +70,7 @@ def start_worker(
     paths = [str(ROOT), str(RUNNER.parent), os.environ.get("PYTHONPATH", "")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     process = subprocess.Popen(
-        [sys.executable, str(RUNNER), str(config)],
+        [*(runner or [sys.executable, str(RUNNER)]), str(config)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

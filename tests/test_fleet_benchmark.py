@@ -22,3 +22,12 @@ def test_bench_fleet_claim_smoke() -> None:
     )
     assert "2.00 counted by the client, 2.00 EVALSHA by the server; conflicts: 0" in stdout
     assert "2 worker processes, 300 requests over 4 hosts" in stdout
+
+
+def test_bench_fleet_cpu_smoke() -> None:
+    pytest.importorskip("scrapy_redis", reason="the comparison needs scrapy-redis")
+    stdout = run_benchmark("bench_fleet_cpu.py", "--hosts", "2", "--pages", "5", "--rounds", "1")
+    rows = [line for line in stdout.splitlines() if line.startswith("| scrapy-")]
+    assert len(rows) == 3
+    assert all("| 12 of 12 |" in row for row in rows), rows
+    assert "fleet worker / one process:" in stdout

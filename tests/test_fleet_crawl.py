@@ -108,10 +108,17 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     summary = summarize(log, specs)
     assert summary["slowly"].pages_fetched == summary["slowly"].pages_total
     # The pages, as the server saw them arrive: never closer than the delay (a
-    # little jitter aside), whichever worker sent them. (Each worker fetches
-    # robots.txt once itself, before it knows the delay.)
+    # little jitter aside), whichever worker sent them.
     gaps = arrival_gaps(page_records(log, "slowly"))
     assert gaps and min(gaps) >= delay - 0.1, gaps
+    # Each worker fetches robots.txt once itself, holding a place on the host
+    # as a page would: never two at once, and the first one's Crawl-delay holds
+    # the others.
+    records = [r for r in log if r["host"] == "slowly"]
+    assert summary["slowly"].max_in_flight == 1, summary["slowly"]
+    assert sum(1 for r in records if r["path"] == "/robots.txt") == 3
+    gaps = arrival_gaps(records)
+    assert min(gaps) >= delay - 0.1, gaps
 
 
 def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: str) -> None:

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
+import redis
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
 from scrapy_aimd.fleet.redis_store import sort_score
+from scrapy_aimd.fleet.rules import Replica
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -184,6 +186,43 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     assert view.in_flight == 0
 
 
+def test_an_answer_goes_before_the_starts_claimed_after_its_time(frontier: Frontiers) -> None:
+    """Feedback is ordered by when the answer came, not by when its worker got to
+    it: a start another worker claimed in between is not of the answer's round
+    (a single process would have made its decrease first), and it does not make
+    the feedback lose a race."""
+    a, b = frontier(), frontier()
+    a.push([Item("h", str(n).encode()) for n in range(12)])
+    local = HostController(FAST)
+    for _ in range(10):  # grow the limit to 2 or more, as the local controller
+        view = a.host("h")
+        if view is not None and view.concurrency >= 2:
+            break
+        claim = claim_now(a)
+        at = claim.started + 0.001
+        local.finish(local.start(claim.started), at, 200, latency=0.001)
+        a.finish(claim, status=200, latency=0.001, now=at, done=True)
+    assert local.concurrency == a.host("h").concurrency >= 2  # type: ignore[union-attr]
+    first = claim_now(a)
+    time.sleep(0.01)
+    second = claim_now(b)
+    answered = first.started + (second.started - first.started) / 2
+    tickets = [local.start(first.started)]
+    expected = local.finish(tickets[0], answered, 503, latency=0.001)
+    tickets.append(local.start(second.started))
+    before = (a.counters.round_trips, a.counters.conflicts)
+    got = a.finish(first, status=503, latency=0.001, now=answered, done=True)
+    assert got == expected and got is not None and got.decreased
+    assert (a.counters.round_trips, a.counters.conflicts) == (before[0] + 1, before[1])
+    at = second.started + 0.001
+    expected = local.finish(tickets[1], at, 503, latency=0.001)
+    got = b.finish(second, status=503, latency=0.001, now=at, done=True)
+    assert got == expected and got is not None and got.decreased  # a round of its own
+    view = b.host("h")
+    assert view is not None
+    assert (view.delay, view.concurrency) == (local.delay, local.concurrency)
+
+
 def _answer(
     worker: FleetFrontier[bytes],
     local: HostController,
@@ -280,6 +319,37 @@ def test_workers_taking_turns_apply_every_rule_as_a_local_controller(
     assert _drive(workers, HostController(SMALL), EVENTS) == []
 
 
+def test_one_worker_restores_a_host_from_its_json_state_once(
+    frontier: Frontiers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restoring a controller from JSON costs more than the rest of a feedback:
+    while no other worker stores a newer state, the worker goes on with the one
+    it holds (claims, views and feedbacks), and still agrees with a local one."""
+    restored: list[int] = []
+    of = Replica.of.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Replica], cfg: ControllerConfig, data: object) -> Replica:
+        restored.append(1)
+        return of(cls, cfg, data)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(Replica, "of", classmethod(counting))
+    worker = frontier(SMALL)
+    worker.push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
+    assert _drive([worker], HostController(SMALL), EVENTS) == []
+    assert worker.controller("h") is not None
+    assert len(restored) == 1
+    other = frontier(SMALL)  # another worker's state: restored again, once
+    other.push([Item("h", b"more"), Item("h", b"again"), Item("h", b"last")])
+    worker.finish(claim_now(worker), status=200, latency=0.004, done=True)
+    assert len(restored) == 1
+    other.finish(claim_now(other), status=200, latency=0.004, done=True)
+    assert len(restored) == 2  # the other worker's first
+    claim = claim_now(worker)  # its reply shows the other worker's state
+    assert worker.controller("h") is not None and len(restored) == 3
+    worker.finish(claim, status=200, latency=0.004, done=True)
+    assert len(restored) == 3
+
+
 def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) -> None:
     dead = frontier(FAST, lease_time=0.3)
     dead.push([Item("h", b"held"), Item("h", b"next")])
@@ -305,6 +375,53 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     view = survivor.host("h")
     assert view is not None
     assert view.in_flight == 1
+
+
+def test_a_hold_takes_a_place_on_its_host_fleet_wide(frontier: Frontiers) -> None:
+    """A request a worker keeps (its robots.txt) holds a place on its host by the
+    claim's rule: another worker's claim waits for it, and its answer, not a page,
+    frees the place and leaves the host's limit and gap as they were."""
+    keeper, other = frontier(), frontier()
+    robots = keeper.hold("h", "robots.txt")  # a host nothing was queued for yet
+    assert isinstance(robots, Claim) and robots.item == "robots.txt"
+    assert robots.expires == pytest.approx(robots.started + 30.0)
+    other.push([Item("h", b"page")])
+    waiting = other.claim()
+    assert isinstance(waiting, Wait) and waiting.leased == 1  # the limit starts at 1
+    assert isinstance(keeper.hold("h", "again"), Wait)
+    reaction = keeper.finish(robots, status=404, latency=0.002, done=True, page=False)
+    assert reaction is not None and not reaction.throttled
+    view = other.host("h")
+    assert view is not None
+    assert (view.in_flight, view.concurrency, view.delay) == (0, 1, 0.0)
+    assert claim_now(other).item == b"page"
+    assert keeper.status().queued == 0
+
+
+def test_a_throttled_hold_slows_its_host_down(frontier: Frontiers) -> None:
+    keeper, other = frontier(SMALL), frontier(SMALL)
+    robots = keeper.hold("h", "robots.txt")
+    assert isinstance(robots, Claim)
+    reaction = keeper.finish(robots, status=503, latency=0.002, done=True, page=False)
+    assert reaction is not None and reaction.decreased
+    view = other.host("h")
+    assert view is not None and view.delay == SMALL.initial_backoff
+    other.push([Item("h", b"page")])
+    waiting = other.claim()
+    assert isinstance(waiting, Wait) and waiting.ready_at > waiting.now
+
+
+def test_an_expired_hold_frees_its_place_and_queues_nothing(frontier: Frontiers) -> None:
+    dead = frontier(FAST, lease_time=0.3)
+    assert isinstance(dead.hold("h", "robots.txt"), Claim)
+    survivor = frontier(FAST)
+    survivor.push([Item("h", b"page")])
+    assert isinstance(survivor.claim(), Wait)
+    time.sleep(0.4)
+    assert claim_now(survivor).item == b"page"  # the claim reaped the hold
+    assert survivor.status().queued == 0
+    view = survivor.host("h")
+    assert view is not None and view.in_flight == 1
 
 
 def test_reap_puts_back_what_expired_and_counts_it(frontier: Frontiers) -> None:
@@ -374,6 +491,31 @@ def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontie
     assert wait.ready_at >= first.started + 0.5 + 0.09
     a.finish(first, status=200, latency=0.001, done=True)
     assert not a.sent(first)  # its place is free: nothing to move
+
+
+def test_the_next_start_of_a_host_with_a_gap_waits_for_the_send(frontier: Frontiers) -> None:
+    """A worker whose reactor is busy sends its claimed request late: until it says
+    it sent it, another worker's claim of the host waits (for one more gap at most,
+    if no word comes), so that two arrivals are never closer than the gap."""
+    gapped = replace(FAST, min_delay=0.3, max_concurrency=3, adaptive=False)
+    a, b = frontier(gapped), frontier(gapped)
+    a.push([Item("h", b"1"), Item("h", b"2"), Item("h", b"3")])
+    first = claim_now(a)
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert wait.ready_at == pytest.approx(first.started + 0.6)  # no word of the send yet
+    time.sleep(0.35)
+    assert isinstance(b.claim(), Wait)  # past the gap, but the first is not sent
+    assert a.sent(first)
+    sent_at = a.fleet.now()
+    wait = b.claim()
+    assert isinstance(wait, Wait)
+    assert sent_at + 0.3 - 0.02 <= wait.ready_at <= sent_at + 0.3 + 0.02
+    second = claim_now(b)
+    assert second.started >= sent_at + 0.3 - 0.02
+    # No word of the second's send, nor ever: the third waits one more gap, then goes.
+    third = claim_now(a)
+    assert third.started >= second.started + 0.6 - 1e-6
 
 
 def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(
@@ -461,3 +603,17 @@ def test_a_stopping_worker_gives_its_leases_back_at_once(frontier: Frontiers) ->
     kept = other.controller("h")
     assert kept is not None
     assert kept.in_flight == 1
+
+
+def test_scripts_are_packed_as_redis_py_packs_them() -> None:
+    """The fleet packs its EVALSHA calls itself (a tenth of redis-py's CPU): the
+    bytes on the wire are redis-py's own, for every kind of argument it sends."""
+    from redis.connection import Connection
+
+    from scrapy_aimd.fleet.connection import pack_evalsha
+
+    arguments = ("aimd:x", "hôst:1", 3, -7, 0.1, float("-inf"), "", b"\x00\xff\r\n", "s 1 2.5")
+    expected = b"".join(Connection().pack_command("EVALSHA", "f00", 0, *arguments))
+    assert pack_evalsha("f00", arguments) == expected
+    with pytest.raises(redis.DataError):
+        pack_evalsha("f00", (True,))

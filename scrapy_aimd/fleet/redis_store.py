@@ -31,7 +31,16 @@ from typing import Any, Final, Generic, TypeVar
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.rules import Applied, Event, HostData, apply, decode_state, limits_of
+from scrapy_aimd.fleet.rules import (
+    Applied,
+    Event,
+    HostData,
+    Replica,
+    apply,
+    decode_state,
+    limits_of,
+    parse_entry,
+)
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
@@ -173,13 +182,15 @@ class FleetFrontier(Generic[T]):
         self.callback_time = min(LEASE_MARGIN, lease_time)
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
-        #: Each host's controller as of the reply it was built from.
-        self._controllers: dict[str, tuple[HostData, HostController]] = {}
+        #: Each host's controller, restored once per stored state (see ``Replica``).
+        self._replicas: dict[str, Replica] = {}
         #: Logged starts that a restored controller would not take (never, if the
         #: claim script and the controller agree).
         self.stray_starts = 0
         #: Requests that ``encode`` could not serialize: the caller keeps them.
         self.unserializable = 0
+        #: Per host: feedbacks, and of them those applied again (a lost race).
+        self.feedbacks_by_host: dict[str, list[int]] = {}
 
     # -- queue -------------------------------------------------------------------------
 
@@ -246,15 +257,8 @@ class FleetFrontier(Generic[T]):
                     queued=int(reply[3]),
                     leased=int(reply[4]),
                 )
-            _, lease, host_bytes, member, started, expires, version, state, tickets = reply[:9]
-            reaped, log = reply[9], reply[10:]
-            self.counters.reaped += int(reaped)
-            self.fleet.saw_time(started)
-            host = host_bytes.decode("utf-8", "surrogateescape")
-            lease_id = lease.decode("ascii")
-            self._hosts[host] = HostData(
-                int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
-            )
+            member = reply[3]
+            lease_id, host, started, expires = self._claimed(reply)
             try:
                 item = self._decode(member[_ARRIVAL_CHARS:])
             except Exception:
@@ -268,7 +272,34 @@ class FleetFrontier(Generic[T]):
                 self.done([lease_id])
                 continue
             self.counters.claims += 1
-            return Claim(lease_id, host, item, float(started), float(expires))
+            return Claim(lease_id, host, item, started, expires)
+
+    def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
+        """A claim's or a hold's reply: the host as it shows it is kept; the lease,
+        the host, the start and the expiry."""
+        _, lease, host_bytes, _, started, expires, version, state, tickets = reply[:9]
+        reaped, log = reply[9], reply[10:]
+        self.counters.reaped += int(reaped)
+        self.fleet.saw_time(started)
+        host = host_bytes.decode("utf-8", "surrogateescape")
+        self._hosts[host] = HostData(
+            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
+        )
+        return lease.decode("ascii"), host, float(started), float(expires)
+
+    def hold(self, host: str, item: T) -> Claim[T] | Wait:
+        """A place on ``host`` for a request the caller keeps and sends itself (its
+        robots.txt), by the claim's rule, leased and counted as a start of the
+        host fleet-wide; or when the host may start. One round trip. Answer it with
+        :meth:`finish` (``page=False``) or :meth:`fail`, then :meth:`done`, as a
+        claim; an expired hold frees its place."""
+        gap, limit = self._initial(host)
+        reply = self.fleet.call("hold", host, repr(self.lease_time), gap, limit)
+        if reply[0] == 0:
+            now = self.fleet.saw_time(reply[2])
+            return Wait(ready_at=float(reply[1]), now=now, queued=0, leased=0)
+        lease_id, claimed_host, started, expires = self._claimed(reply)
+        return Claim(lease_id, claimed_host, item, started, expires)
 
     # -- feedback ----------------------------------------------------------------------
 
@@ -281,16 +312,19 @@ class FleetFrontier(Generic[T]):
         retry_after: float | None = None,
         now: float | None = None,
         done: bool = False,
+        page: bool = True,
     ) -> Reaction | None:
         """A response came back: the host's controller learns from it, the lease's
         place is freed (the lease itself stays until :meth:`done`, or goes now if
-        ``done``). None if the host's controller did not know the request."""
+        ``done``). None if the host's controller did not know the request.
+        ``page`` is False for an answer that is not one of the host's pages
+        (robots.txt), as ``HostController.finish`` takes it."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             if ticket is None:
                 return None
             return controller.finish(
-                ticket, at, status=status, latency=latency, retry_after=retry_after
+                ticket, at, status=status, latency=latency, retry_after=retry_after, page=page
             )
 
         at = self._event_time(claim, now, latency)
@@ -340,10 +374,28 @@ class FleetFrontier(Generic[T]):
         worker did not know of, apply it again to what the reply shows."""
         key = self.fleet.key(f"h:{host}")
         self.counters.feedbacks += 1
+        by_host = self.feedbacks_by_host.setdefault(host, [0, 0])
+        by_host[0] += 1
         data = self._hosts.get(host) or HostData()
+        cfg = self._cfg(host)[0]
+        if data.log:
+            # Never before what this worker already knew had happened at the host
+            # (its own claims, as in a single process, where a start made before
+            # an answer was handled comes first): the host's controller in hand
+            # has those entries replayed, and goes on without a restore.
+            try:
+                at = max(at, parse_entry(data.log[-1])[2])
+            except ValueError as exc:
+                log_key = self.fleet.key(f"e:{host}")
+                raise FleetStoreError(
+                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
+                ) from exc
         for _ in range(MAX_ATTEMPTS):
             try:
-                result: Applied = apply(self._cfg(host)[0], data, event, lease=lease, at=at)
+                # The replica is taken: the event moves it on, and it is kept
+                # again only once its state is stored.
+                replica = self._replicas.pop(host, None)
+                result: Applied = apply(cfg, data, event, lease=lease, at=at, replica=replica)
             except ValueError as exc:
                 raise FleetStoreError(
                     f"Redis key {key} holds a state that cannot be read: {exc}"
@@ -365,16 +417,16 @@ class FleetFrontier(Generic[T]):
             if reply[0] == 1:
                 self.fleet.saw_time(reply[3])
                 log = [entry.decode() for entry in reply[4:]]
-                data = self._hosts[host] = HostData(
-                    int(float(reply[1])), result.state, result.tickets, log
-                )
-                if not log:
-                    self._controllers[host] = (data, result.controller)
+                version = int(float(reply[1]))
+                data = self._hosts[host] = HostData(version, result.state, result.tickets, log)
+                result.replica.stored(version, result.state)
+                self._replicas[host] = result.replica
                 self.stray_starts += result.stray
                 if lease and not reply[2]:
                     self.counters.late_feedback += 1
                 return result.reaction
             self.counters.conflicts += 1
+            by_host[1] += 1
             self.fleet.saw_time(reply[3])
             data = HostData(
                 int(float(reply[1])),
@@ -417,17 +469,15 @@ class FleetFrontier(Generic[T]):
         data = self._hosts.get(host)
         if data is None:
             return None
-        cached = self._controllers.get(host)
-        if cached is not None and cached[0] is data:
-            return cached[1]
+        replica = self._replicas.get(host)
         try:
-            controller = apply(
-                self._cfg(host)[0], data, lambda c, t: None, lease="", at=math.inf
-            ).controller
+            if replica is None or not replica.fits(data, math.inf):
+                replica = self._replicas[host] = Replica.of(self._cfg(host)[0], data)
+            replica.replay(data.log, math.inf)
         except ValueError:
+            self._replicas.pop(host, None)
             return None  # the next feedback reports it, naming the key
-        self._controllers[host] = (data, controller)
-        return controller
+        return replica.controller
 
     def reap(self, limit: int = 1000) -> int:
         """Queue the requests of expired leases again (claims do this too)."""

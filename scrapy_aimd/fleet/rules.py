@@ -28,6 +28,7 @@ __all__ = [
     "Applied",
     "HostData",
     "Limits",
+    "Replica",
     "apply",
     "decode_state",
     "limits_of",
@@ -79,6 +80,8 @@ class Applied:
     stray: int
     """Logged starts the controller would not take (it should never happen: the
     claim script checks the same rule)."""
+    replica: Replica
+    """The host's replica, moved on by the event: reusable once its state is stored."""
 
 
 def decode_state(raw: bytes | str) -> dict[str, Any] | None:
@@ -119,41 +122,113 @@ def decode_tickets(raw: str) -> dict[str, Ticket]:
     return tickets
 
 
+def parse_entry(entry: str) -> tuple[str, str, float]:
+    """A log entry as (kind, lease, time). Raises ValueError."""
+    parts = entry.split(" ")
+    if len(parts) != 3 or parts[0] not in ("s", "c"):
+        raise ValueError(f"log entry {entry!r} is not '<s|c> <lease> <time>'")
+    return parts[0], parts[1], float(parts[2])
+
+
 def parse_log(entries: Sequence[str]) -> list[tuple[str, str, float]]:
     """The log's entries as (kind, lease, time). Raises ValueError."""
-    parsed = []
-    for entry in entries:
-        parts = entry.split(" ")
-        if len(parts) != 3 or parts[0] not in ("s", "c"):
-            raise ValueError(f"log entry {entry!r} is not '<s|c> <lease> <time>'")
-        parsed.append((parts[0], parts[1], float(parts[2])))
-    return parsed
+    return [parse_entry(entry) for entry in entries]
 
 
-def apply(cfg: ControllerConfig, data: HostData, event: Event, *, lease: str, at: float) -> Applied:
-    """Restore the host, replay its log up to ``at``, apply ``event`` with the
-    ticket of ``lease`` ('' : the event is about no request) and read the result
-    back. Raises ValueError on a state, tickets or log that cannot be read."""
-    controller = restore(cfg, decode_state(data.state))
-    tickets = decode_tickets(data.tickets)
-    replayed, last, stray = 0, "", 0
-    for (kind, entry_lease, t), raw in zip(parse_log(data.log), data.log, strict=True):
-        if t > at:
-            break
-        if kind == "s":
-            ready = controller.ready_at(t)
-            start = t if ready <= t else ready
-            if math.isfinite(start):
-                tickets[entry_lease] = controller.start(start)
+@dataclass(slots=True)
+class Replica:
+    """A host's controller restored from one stored state, with the log entries
+    replayed on it so far, kept between a worker's calls: restoring a controller
+    from its JSON state costs more than the rest of a feedback, and while no
+    other worker stored a newer state, the one in hand is the same controller
+    (``state()`` carries the whole memory)."""
+
+    controller: HostController
+    tickets: dict[str, Ticket]
+    version: int
+    state: str
+    replayed: list[str] = field(default_factory=list)
+    latest: float = -math.inf
+    """The time of the latest entry replayed."""
+    stray: int = 0
+
+    @classmethod
+    def of(cls, cfg: ControllerConfig, data: HostData) -> Replica:
+        """Restored from ``data``'s state, nothing replayed. Raises ValueError."""
+        controller = restore(cfg, decode_state(data.state))
+        return cls(controller, decode_tickets(data.tickets), data.version, data.state)
+
+    def fits(self, data: HostData, at: float) -> bool:
+        """The same stored state as ``data``, its log replayed no further than ``at``."""
+        replayed = self.replayed
+        return (
+            self.version == data.version
+            and self.state == data.state
+            and self.latest <= at
+            and data.log[: len(replayed)] == replayed
+        )
+
+    def replay(self, log: Sequence[str], at: float) -> None:
+        """Replay the entries of ``log`` past those replayed, up to ``at`` (each
+        start as ``start``, each cancel as ``cancel``). Raises ValueError."""
+        controller, tickets = self.controller, self.tickets
+        for raw, (kind, entry_lease, t) in zip(
+            log[len(self.replayed) :], parse_log(log[len(self.replayed) :]), strict=True
+        ):
+            if t > at:
+                break
+            if kind == "s":
+                ready = controller.ready_at(t)
+                start = t if ready <= t else ready
+                if math.isfinite(start):
+                    tickets[entry_lease] = controller.start(start)
+                else:
+                    self.stray += 1
             else:
-                stray += 1
-        else:
-            ticket = tickets.pop(entry_lease, None)
-            if ticket is not None:
-                controller.cancel(ticket)
-        replayed, last = replayed + 1, raw
+                ticket = tickets.pop(entry_lease, None)
+                if ticket is not None:
+                    controller.cancel(ticket)
+            self.replayed.append(raw)
+            self.latest = max(self.latest, t)
+
+    def stored(self, version: int, state: str) -> None:
+        """The state this replica was moved to is stored as ``version``, and the
+        log entries it replayed are dropped from the log."""
+        self.version, self.state = version, state
+        self.replayed, self.latest, self.stray = [], -math.inf, 0
+
+
+def apply(
+    cfg: ControllerConfig,
+    data: HostData,
+    event: Event,
+    *,
+    lease: str,
+    at: float,
+    replica: Replica | None = None,
+) -> Applied:
+    """Restore the host (or take ``replica``, if it holds the same state), replay
+    its log up to ``at``, apply ``event`` with the ticket of ``lease`` ('' : the
+    event is about no request) and read the result back. The replica used is
+    moved on by the event: ``Applied.replica``. Raises ValueError on a state,
+    tickets or log that cannot be read."""
+    if replica is None or not replica.fits(data, at):
+        replica = Replica.of(cfg, data)
+    replica.replay(data.log, at)
+    controller, tickets = replica.controller, replica.tickets
     ticket = tickets.pop(lease, None) if lease else None
     reaction = event(controller, ticket)
     state = json.dumps(controller.state(), allow_nan=False, separators=(",", ":"))
     kept = json.dumps({k: list(v) for k, v in tickets.items()}, separators=(",", ":"))
-    return Applied(controller, state, kept, limits_of(controller), reaction, replayed, last, stray)
+    replayed = replica.replayed
+    return Applied(
+        controller,
+        state,
+        kept,
+        limits_of(controller),
+        reaction,
+        len(replayed),
+        replayed[-1] if replayed else "",
+        replica.stray,
+        replica,
+    )

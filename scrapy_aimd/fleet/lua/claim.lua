@@ -30,6 +30,7 @@ while true do
       local key = host_key(host)
       add_in_flight(host, 1)
       call('HSET', key, 'last', fmt(now))
+      await_send(host, id, now)
       log_event(host, 's', id, now)
       local expires = now + lease_time
       call('HSET', P .. ':l:' .. id, 'h', host, 's', score, 'm', member, 't', fmt(now))

@@ -58,7 +58,7 @@ end
 -- own in-flight count and last start.
 local function ready_at(host)
   local key = host_key(host)
-  local f = call('HMGET', key, 'fl', 'lim', 'gap', 'pause', 'last')
+  local f = call('HMGET', key, 'fl', 'lim', 'gap', 'pause', 'last', 'ut')
   local in_flight = num(key, 'fl', f[1], 0)
   local limit = num(key, 'lim', f[2], 1)
   if in_flight >= limit then
@@ -67,7 +67,32 @@ local function ready_at(host)
   local gap = num(key, 'gap', f[3], 0)
   local pause = num(key, 'pause', f[4], -INF)
   local last = num(key, 'last', f[5], -INF)
-  return math.max(last + gap, pause)
+  local at = math.max(last + gap, pause)
+  -- The latest claim of a host with a gap, not yet reported sent (sent.lua):
+  -- the gap counts from its send, so the next start waits for the report, or
+  -- for one more gap if none comes (a worker that died, or never sent it).
+  local unsent = num(key, 'ut', f[6], nil)
+  if unsent ~= nil and gap > 0 then
+    at = math.max(at, unsent + 2 * gap)
+  end
+  return at
+end
+
+-- A claim of a host with a gap waits for its send to be reported (ready_at).
+local function await_send(host, id, now)
+  local key = host_key(host)
+  if num(key, 'gap', call('HGET', key, 'gap'), 0) > 0 then
+    call('HSET', key, 'us', id, 'ut', fmt(now))
+  end
+end
+
+-- The lease's send was reported, or it will never be: the next start need not
+-- wait for it.
+local function settle_send(host, id)
+  local key = host_key(host)
+  if call('HGET', key, 'us') == id then
+    call('HDEL', key, 'us', 'ut')
+  end
 end
 
 -- File the host in the hosts' sorted set by when it may start, or take it
@@ -117,7 +142,17 @@ local function requeue(id)
   local l = call('HMGET', lease, 'h', 's', 'm', 'r')
   call('ZREM', P .. ':leases', id)
   call('DEL', lease)
-  if not (l[1] and l[2] and l[3]) then
+  if not l[1] then
+    return false
+  end
+  settle_send(l[1], id)
+  if not (l[2] and l[3]) then
+    -- A hold (hold.lua): nothing to queue again, its place is freed.
+    if not l[4] then
+      add_in_flight(l[1], -1)
+      log_event(l[1], 'c', id, server_now())
+      rescore(l[1])
+    end
     return false
   end
   call('ZADD', queue_key(l[1]), l[2], l[3])

@@ -10,6 +10,7 @@ for i = 2, #ARGV do
   local lease = P .. ':l:' .. id
   local l = call('HMGET', lease, 'h', 'r')
   if l[1] then
+    settle_send(l[1], id)
     if not l[2] then
       add_in_flight(l[1], -1)
       log_event(l[1], 'c', id, now)

@@ -46,6 +46,7 @@ if id ~= '' then
   local l = call('HMGET', lease, 'h', 'r')
   if l[1] == host then
     released = 1
+    settle_send(host, id)
     if not l[2] then
       add_in_flight(host, -1)
       call('HSET', lease, 'r', 1)

@@ -14,6 +14,7 @@ local t = tonumber(ARGV[4])
 local last = num(key, 'last', call('HGET', key, 'last'), -INF)
 if t > last then
   call('HSET', key, 'last', fmt(t))
-  rescore(host)
 end
+settle_send(host, ARGV[3])
+rescore(host)
 return 1

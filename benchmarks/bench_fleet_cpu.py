@@ -1,0 +1,240 @@
+"""The scheduler's CPU per request: one scrapy-aimd process, one fleet worker
+(Redis), and scrapy-redis's scheduler, crawling the same farm in one run.
+
+Each crawl is a real ``scrapy crawl`` in its own process (``tests/crawlrunner.py``)
+against a fresh farm of fast hosts that never push back, and for the two Redis
+schedulers a fresh ``redis-server`` child. In that process the scheduler's
+entry points are timed with the thread's CPU clock (``time.thread_time``: the
+time spent waiting for Redis is not CPU): ``enqueue_request``,
+``next_request``, ``has_pending_requests`` and, for scrapy-aimd, the feedback
+handlers (``response_feedback`` and ``request_reached_downloader``), which is
+where a fleet worker applies the controller's rules to the host's state in
+Redis. The dupefilter runs inside ``enqueue_request`` for all three.
+scrapy-redis has no feedback: its cost is its queue and dupefilter alone.
+
+Per request answered: the scheduler's CPU, its wall time (Redis round trips
+included), the whole process's CPU, and the Redis server's CPU (``INFO cpu``).
+Each crawler runs ``--rounds`` times, taking turns; the best round counts.
+
+    pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
+    PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+#: What is timed, by class: the scheduler's entry points and its feedback handlers.
+TIMED: dict[str, list[str]] = {
+    "scrapy_aimd.scheduler.AimdScheduler": [
+        "enqueue_request",
+        "next_request",
+        "has_pending_requests",
+        "_on_feedback",
+        "_on_reached_downloader",
+    ],
+    "scrapy_aimd.fleet_scheduler.FleetScheduler": ["_on_feedback", "_on_reached_downloader"],
+    "scrapy_redis.scheduler.Scheduler": [
+        "enqueue_request",
+        "next_request",
+        "has_pending_requests",
+    ],
+}
+
+CRAWLERS = ("scrapy-aimd, one process", "scrapy-aimd, fleet worker", "scrapy-redis")
+
+
+class Meter:
+    """CPU and wall seconds inside the timed methods (the outermost call only)."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.wall = 0.0
+        self.calls: dict[str, int] = {}
+        self.by_method: dict[str, float] = {}
+        self.depth = 0
+
+    def wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        # No functools.wraps: Scrapy's signals read the receiver's own arguments,
+        # and these take any (**kwargs).
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:
+                return method(*args, **kwargs)
+            self.depth += 1
+            self.calls[name] = self.calls.get(name, 0) + 1
+            cpu, wall = time.thread_time(), time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - cpu
+                self.cpu += spent
+                self.by_method[name] = self.by_method.get(name, 0.0) + spent
+                self.wall += time.perf_counter() - wall
+                self.depth -= 1
+
+        return timed
+
+
+def child(config_path: str) -> None:
+    """Run one crawl with the scheduler's methods timed; write ``cpu.json``."""
+    import crawlrunner
+
+    meter = Meter()
+    for path, methods in TIMED.items():
+        module_name, _, class_name = path.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except ImportError:
+            continue
+        for name in methods:
+            setattr(cls, name, meter.wrap(f"{class_name}.{name}", getattr(cls, name)))
+    crawlrunner.main(config_path)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out = Path(json.loads(Path(config_path).read_text())["out"])
+    (out / "cpu.json").write_text(
+        json.dumps(
+            {
+                "scheduler_cpu": meter.cpu,
+                "scheduler_wall": meter.wall,
+                "calls": meter.calls,
+                "cpu_by_method": meter.by_method,
+                "process_cpu": usage.ru_utime + usage.ru_stime,
+            }
+        )
+    )
+
+
+def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
+    import redis
+    from fleetcrawl import start_worker, wait_for
+    from redis_server import RedisServer
+
+    from sitefarm import HostSpec, start_farm
+
+    specs = [HostSpec(name=f"c{n:02d}", pages=pages, latency=0.005, seed=n) for n in range(hosts)]
+    settings: dict[str, Any] = {"ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 16}
+    server = RedisServer().start() if kind != CRAWLERS[0] else None
+    url = server.url if server else None
+    if kind == "scrapy-redis":
+        settings |= {
+            "ADDONS": {},
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+            "REDIS_URL": url,
+        }
+        url = None
+    elif kind == CRAWLERS[1]:
+        settings["AIMD_FLEET_IDLE_CLOSE"] = 1.0
+    try:
+        before = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
+        with start_farm(specs, max_seconds=300) as farm:
+            runner = [sys.executable, str(Path(__file__).resolve()), "--child"]
+            worker = start_worker(
+                [u + "/" for u in farm.urls.values()], out, url, settings, runner=runner
+            )
+            wait_for([worker], 300)
+        after = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
+    finally:
+        if server is not None:
+            server.close()
+    cpu_file = out / "cpu.json"
+    if not cpu_file.exists():
+        raise RuntimeError(f"{kind}: the crawl wrote no figures\n{worker.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(cpu_file.read_text())
+    stats = worker.stats()
+    figures["requests"] = int(stats.get("response_received_count", 0))
+    figures["redis_cpu"] = after - before
+    figures["expected"] = hosts * (pages + 1)
+    return figures
+
+
+def _redis_cpu(client: Any) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=12)
+    parser.add_argument("--pages", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--keep", type=Path, default=None)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    from redis_server import REDIS_SERVER, SKIP_REASON
+
+    if REDIS_SERVER is None:
+        sys.exit(SKIP_REASON)
+    try:
+        importlib.import_module("scrapy_redis")
+    except ImportError:
+        sys.exit("scrapy-redis is not installed: pip install scrapy-redis")
+    import tempfile
+
+    best: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="aimd-fleet-cpu-") as tmp:
+        base = args.keep or Path(tmp)
+        for number in range(args.rounds):
+            for kind in CRAWLERS:
+                out = base / f"round{number}" / kind.replace(" ", "-").replace(",", "")
+                figures = crawl(kind, args.hosts, args.pages, out)
+                per = figures["scheduler_cpu"] / max(1, figures["requests"])
+                print(
+                    f"round {number + 1}, {kind}: {figures['requests']} requests, "
+                    f"scheduler CPU {per * 1e6:.0f} us/request",
+                    file=sys.stderr,
+                )
+                known = best.get(kind)
+                if known is None or per < known["scheduler_cpu"] / max(1, known["requests"]):
+                    best[kind] = figures
+    report(best, args)
+
+
+def report(best: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    def per(kind: str, key: str) -> float:
+        figures = best[kind]
+        value: float = figures[key] / max(1, figures["requests"])
+        return value
+
+    base = CRAWLERS[0]
+    print(
+        f"\n{args.hosts} hosts of {args.pages} pages (5 ms), CONCURRENT_REQUESTS 16, "
+        f"best of {args.rounds} rounds; per request answered:\n"
+    )
+    print(
+        "| crawler | requests | scheduler CPU (us) | vs one process | scheduler wall (us) "
+        "| process CPU (ms) | Redis CPU (us) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for kind in CRAWLERS:
+        figures = best[kind]
+        ratio = per(kind, "scheduler_cpu") / per(base, "scheduler_cpu")
+        print(
+            f"| {kind} | {figures['requests']} of {figures['expected']} "
+            f"| {per(kind, 'scheduler_cpu') * 1e6:.0f} | {ratio:.2f}x "
+            f"| {per(kind, 'scheduler_wall') * 1e6:.0f} | {per(kind, 'process_cpu') * 1e3:.2f} "
+            f"| {per(kind, 'redis_cpu') * 1e6:.0f} |"
+        )
+    fleet = per(CRAWLERS[1], "scheduler_cpu")
+    print(
+        f"\nfleet worker / one process: {fleet / per(base, 'scheduler_cpu'):.2f}x (target 1.5x); "
+        f"fleet worker / scrapy-redis: {fleet / per(CRAWLERS[2], 'scheduler_cpu'):.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
