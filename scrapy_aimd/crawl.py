@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-    from scrapy_aimd.core.controller import Ticket
-
 
 @dataclass
 class CrawlParts:
@@ -55,25 +53,16 @@ def crawl_parts(crawler: Crawler) -> CrawlParts:
 TURNS_TO_WRITE = 2
 
 
-def when_written(
-    sent: Callable[[Ticket, float], None],
-    ticket: Ticket,
-    clock: Callable[[], float],
-    turns: int = TURNS_TO_WRITE,
-) -> None:
-    """Call ``sent(ticket, clock())`` again at each of the reactor's next
-    ``turns`` turns after the request reached the downloader: its socket write
-    happens in the last of them. A callback that keeps the reactor (a slow
-    parse) holds the write back by as long, and a gap counted from the
+def when_written(report: Callable[[], None], turns: int = TURNS_TO_WRITE) -> None:
+    """Call ``report()`` ``turns`` reactor turns after a request reached the
+    downloader: its socket write happens then. A callback that keeps the reactor
+    (a slow parse) holds the write back by as long, and a gap counted from the
     downloader would reach the server shorter by that much, below a Crawl-delay;
     counted from the write, it does not (tests/test_crawl_send_jitter.py)."""
-
-    def turn(left: int) -> None:
-        sent(ticket, clock())
-        if left > 1:
-            call_later(0, turn, left - 1)
-
-    call_later(0, turn, turns)
+    if turns <= 0:
+        report()
+    else:
+        call_later(0, when_written, report, turns - 1)
 
 
 #: The meta key that remembers which ``download_slot`` the crawl set itself, so

@@ -44,7 +44,7 @@ from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, when_written
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
@@ -540,12 +540,18 @@ class FleetScheduler:
         """Time the host's gap from the send, where the host has a gap: a worker's
         reactor may send a request tens of milliseconds after its claim, and
         another worker's next start must not come that much closer (one round
-        trip, skipped for hosts that go without a gap)."""
+        trip at the socket write, :func:`~scrapy_aimd.crawl.when_written`;
+        skipped for hosts that go without a gap)."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
         if ROBOTS_META not in request.meta and self._controller(claim.host).delay <= 0:
             return  # robots.txt always: its answer may bring a Crawl-delay
+        when_written(lambda: self._report_sent(request, claim))
+
+    def _report_sent(self, request: Request, claim: Claim[Request]) -> None:
+        if self.claims.get(request) is not claim or self.lost or self.frontier is None:
+            return  # answered or released meanwhile: its feedback said all
         try:
             self.frontier.sent(claim)
         except Exception as exc:

@@ -405,9 +405,9 @@ class AimdScheduler:
         (see :func:`~scrapy_aimd.crawl.when_written`)."""
         flight = self.flights.get(request)
         if flight is not None and flight.ticket is not None and flight.host is not None:
-            controller = self.frontier.controller(flight.host)
-            controller.sent(flight.ticket, self.clock())
-            when_written(controller.sent, flight.ticket, self.clock)
+            controller, ticket = self.frontier.controller(flight.host), flight.ticket
+            controller.sent(ticket, self.clock())
+            when_written(lambda: controller.sent(ticket, self.clock()))
 
     def _on_feedback(
         self,
