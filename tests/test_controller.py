@@ -496,6 +496,30 @@ def test_rate_limit_never_narrows_the_gap() -> None:
     assert host.delay >= before * 1.25
 
 
+def test_a_rate_limit_at_a_pace_slower_than_allowed_keeps_that_pace() -> None:
+    # At a limit of 4 and pages of 0.1 s the controller allowed a request every
+    # 0.025 s, but the crawl had one every 0.05 s to send (its starts spread out):
+    # a limiter that refuses that pace asks for at least that spacing. Taking the
+    # allowed 0.025 s as the spacing refused instead (the gap 0.03 s) cost the
+    # simulated buckets more pauses (bucket 10/s then 2/s: 25 against 23, 0.78 %
+    # refused against 0.73 %) and a crawl of 100 pages from a bucket of 5/s with a
+    # burst of 5 0.918 of its rate against 0.975.
+    host = make()
+    now = 0.0
+    while host.concurrency < 4:
+        now = good_round(host, now, latency=0.1)
+    assert host.delay == 0.0
+    live = [host.start(now), host.start(now + 0.05)]
+    now += 0.05
+    for _ in range(20):
+        now += 0.05
+        host.finish(live.pop(0), now, status=200, latency=0.1)
+        live.append(host.start(now))
+    reaction = host.finish(host.start(now), now + 0.01, status=429, latency=0.01)
+    assert reaction.kind == "rate_limit"
+    assert host.delay >= 0.05 * 1.2 - 1e-9
+
+
 def test_a_503_with_retry_after_held_by_the_limit_halves_it_and_pauses_without_a_gap() -> None:
     # A server with two workers answers the third request at once with 503 and
     # Retry-After: the pace it accepted was the limit's, not a rate it sets.

@@ -1285,6 +1285,13 @@ class HostController:
         The measured spacing of accepted requests, never below the gap (samples from
         before an earlier decrease may linger); without a measurement, the spacing
         the controller allowed; None when nothing is known at all.
+
+        A measured pace slower than the spacing allowed (the crawl had fewer requests
+        to send than the limit let through) is still the spacing refused: a limiter
+        that refuses it asks for at least that. Taking the allowed spacing instead, the
+        smaller, cost the simulated buckets pauses (bucket 10/s then 2/s: 25 in 600 s
+        against 23, and 0.78 % refused against 0.73 %; a crawl of 100 pages from a
+        bucket of 5/s with a burst of 5: 0.918 of its rate against 0.975).
         """
         measured = self._spacing(now)
         if measured is not None:
