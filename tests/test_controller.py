@@ -799,6 +799,16 @@ def test_survivors_fetched_together_still_set_the_limit() -> None:
     assert host.concurrency == 3
 
 
+def test_survivors_started_together_count_even_at_a_latency_of_zero() -> None:
+    host = make()
+    now = grow_to(host, 4)
+    tickets = [host.start(now) for _ in range(4)]
+    host.finish(tickets[3], now, status=503, latency=0.0, retry_after=1.0)
+    for ticket in tickets[:3]:
+        host.finish(ticket, now, status=200, latency=0.0)
+    assert host.concurrency == 3
+
+
 def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
     # answers (cached pages) must not push the limit up.

@@ -1639,8 +1639,12 @@ def _bucket_rate(
 
 
 def _most_together(fetches: list[tuple[float, float]]) -> int:
-    """The most of these (start, end) intervals that overlap at one time."""
-    return max((sum(1 for b, e in fetches if b <= begin < e) for begin, _ in fetches), default=0)
+    """The most of these (start, end) intervals that overlap at one time (those that
+    start together do, even at a latency of 0)."""
+    return max(
+        (sum(1 for b, e in fetches if b <= begin < e or b == begin) for begin, _ in fetches),
+        default=0,
+    )
 
 
 def _skip_serials_past(serial: int) -> None:
