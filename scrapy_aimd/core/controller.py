@@ -1217,8 +1217,9 @@ class HostController:
         from its start for its latency. A round whose starts were spread out has
         answers that did not: the farm's ``narrow`` host (100 ms pages, 503 and
         Retry-After: 1 above 2 at once), crawled by a fleet, answered 3 of a round of 4
-        well, one started after another was done at the server while the 503 was
-        still to be read; counting 3 put the limit back at 3, above what it serves,
+        well (on the fake clock: one started after another was done at the server
+        while the 503 was still to be read); counting 3 put the limit back at 3,
+        above what it serves,
         and its next 503 there read as a rate limit (the gap set from the pace). The
         in-flight count cannot tell: the 503 and every survivor were in flight together
         here. The start is the controller's, before the send, and the latency the time
