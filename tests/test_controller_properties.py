@@ -348,6 +348,48 @@ def test_a_refusal_is_read_by_what_set_the_pace(
         assert host.delay == gap
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    limit=st.sampled_from([2, 4, 8]),
+    fetches=st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=0.3), st.floats(min_value=0.01, max_value=0.3)
+        ),
+        min_size=8,
+        max_size=8,
+    ),
+    refused=st.integers(min_value=0, max_value=7),
+    late=st.floats(min_value=0.0, max_value=0.5),
+)
+def test_survivors_raise_the_limit_no_higher_than_were_fetched_together(
+    limit: int, fetches: list[tuple[float, float]], refused: int, late: float
+) -> None:
+    """The overload that ends slow start halves the limit; the answers of its round
+    read after it bring the limit back up at most to how many of them overlapped
+    (each from its start for its latency), and never above the limit that failed."""
+    host = HostController(ControllerConfig(max_concurrency=8))
+    now = 0.0
+    while host.concurrency < limit:
+        tickets = [host.start(now) for _ in range(host.concurrency)]
+        now += 0.05
+        for ticket in tickets:
+            host.finish(ticket, now, status=200, latency=0.05)
+    starts = sorted(now + offset for offset, _ in fetches[:limit])
+    tickets = [host.start(t) for t in starts]
+    latencies = [latency for _, latency in fetches[:limit]]
+    refused %= limit
+    read = max(starts) + late
+    host.finish(tickets[refused], read, status=503, latency=0.001, retry_after=1.0)
+    pairs = enumerate(zip(tickets, latencies, strict=True))
+    good = [(t, latency) for i, (t, latency) in pairs if i != refused]
+    for ticket, latency in sorted(good, key=lambda g: g[0].started + g[1]):
+        host.finish(ticket, max(read, ticket.started + latency), status=200, latency=latency)
+    spans = [(t.started, t.started + latency) for t, latency in good]
+    together = max(sum(1 for b, e in spans if b <= begin < e) for begin, _ in spans)
+    assert host.concurrency <= max((limit + 1) // 2, together)
+    assert host.concurrency < limit
+
+
 fast_latencies = st.floats(min_value=0.01, max_value=0.2)
 
 

@@ -250,6 +250,10 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"outage": {"since": 1.0, "gap": -1.0}},
         {"restored_at": "never"},
         {"answered_well": "yes"},
+        {"survivor_fetches": "soon"},
+        {"survivor_fetches": [[1.0]]},
+        {"survivor_fetches": [None]},
+        {"survivor_fetches": [[1.0, math.nan]]},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:
@@ -278,3 +282,49 @@ def test_every_step_of_a_rate_limited_host_round_trips() -> None:
         doubled = doubled or host.state()["memory"]["doubled"]
         now += 0.01
     assert doubled
+
+
+def survivors_half_counted(cfg: ControllerConfig, now: float) -> tuple[HostController, Ticket]:
+    """A host at a limit of 4 in slow start whose round was spread out (the farm's
+    ``narrow`` host, as in test_controller.py): the 503 and two good answers read,
+    the one started after another was done at the server still in flight."""
+    host = HostController(cfg)
+    while host.concurrency < 4:
+        tickets = [host.start(now) for _ in range(host.concurrency)]
+        now += 0.1
+        for ticket in tickets:
+            host.finish(ticket, now, status=200, latency=0.1)
+    a, b, c = host.start(now), host.start(now + 0.02), host.start(now + 0.05)
+    d = host.start(now + 0.105)
+    host.finish(c, now + 0.115, status=503, latency=0.001, retry_after=1.0)
+    host.finish(b, now + 0.121, status=200, latency=0.1)
+    host.finish(a, now + 0.122, status=200, latency=0.1)
+    return host, d
+
+
+def test_survivors_fetched_together_round_trip_and_move_with_the_clock() -> None:
+    cfg = ControllerConfig()
+    host, late = survivors_half_counted(cfg, 10.0)
+    fetches = through_json(host)["memory"]["survivor_fetches"]
+    assert len(fetches) == 2
+    moved = HostController.from_state(cfg, shift_state(through_json(host), 500.0), in_flight=True)
+    back = moved.state()["memory"]["survivor_fetches"]
+    flat = [t for pair in fetches for t in pair]
+    assert [t - 500.0 for pair in back for t in pair] == pytest.approx(flat)
+    moved_late = late._replace(started=late.started + 500.0)
+    moved.finish(moved_late, late.started + 500.1, status=200, latency=0.1)
+    host.finish(late, late.started + 0.1, status=200, latency=0.1)
+    assert host.concurrency == moved.concurrency == 2
+
+
+def test_a_state_from_before_survivor_fetches_counts_the_survivors_as_before() -> None:
+    """A state of an earlier release has no fetches: the survivors still counted
+    raise the limit to their number, as that release did."""
+    cfg = ControllerConfig()
+    host, late = survivors_half_counted(cfg, 10.0)
+    older = through_json(host)
+    del older["memory"]["survivor_fetches"]
+    resumed = HostController.from_state(cfg, older, in_flight=True)
+    assert resumed.state()["memory"]["survivor_fetches"] == []
+    resumed.finish(late, late.started + 0.1, status=200, latency=0.1)
+    assert resumed.concurrency == 3
