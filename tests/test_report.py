@@ -43,6 +43,7 @@ from scrapy_aimd.report.draw import (
     time_ticks,
 )
 from scrapy_aimd.report.html import HOVER_PIXELS, PLOT, duplicates, robots_origins
+from scrapy_aimd.report.png import figure
 from scrapy_aimd.report.series import Crawl, HostSeries, Pause, Throttle, iter_steps, order_hosts
 
 # -- a synthetic crawl ------------------------------------------------------------------
@@ -1233,6 +1234,40 @@ def test_one_workers_file_draws_as_before(
     assert page == render_html(read_events(path))
     assert "worker-lane" not in page
     assert "workers" not in page.split("</header>")[0]
+
+
+def test_the_png_draws_one_line_per_worker_under_the_hosts(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    pytest.importorskip("matplotlib")
+    crawl = read_events_files(fleet_files(tmp_path, fleet))
+    hosts = [h.name for h in FLEET_HOSTS]
+    fig = figure(crawl, hosts, "fleet")
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert titles[-1] == "starts per second, by worker, all hosts"
+    assert len(fig.axes) == 2 * len(hosts) + 1
+    lanes = fig.axes[-1]
+    assert [line.get_label() for line in lanes.get_lines()] == list(fleet)
+    for line, name in zip(lanes.get_lines(), fleet, strict=True):
+        starts = sum(sum(h.worker_starts.get(name, {}).values()) for h in crawl.hosts.values())
+        ys, xs = list(line.get_ydata()), list(line.get_xdata())
+        # Each bin's rate is drawn over its two ends: the area is the worker's starts.
+        area = sum(ys[i] * (xs[i + 1] - xs[i]) for i in range(0, len(ys), 2))
+        assert starts > 0 and area == pytest.approx(starts, rel=1e-6)
+    png = tmp_path / "fleet.png"
+    files = [str(p) for p in fleet_files(tmp_path, fleet)]
+    assert main([*files, "-o", str(tmp_path / "fleet.html"), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_workers_png_has_no_worker_lines(
+    tmp_path: Path, fleet: dict[str, list[dict[str, Any]]]
+) -> None:
+    pytest.importorskip("matplotlib")
+    crawl = read_events_files([write(tmp_path / "one.jsonl", next(iter(fleet.values())))])
+    fig = figure(crawl, [h.name for h in FLEET_HOSTS], "one")
+    assert len(fig.axes) == 2 * len(FLEET_HOSTS)
+    assert all("by worker" not in ax.get_title(loc="left") for ax in fig.axes)
 
 
 def test_a_fleet_file_without_an_open_time_or_a_close_is_said(

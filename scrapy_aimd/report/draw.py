@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from .series import HostSeries, HostTotals, Pause, Throttle
+    from .series import Crawl, HostSeries, HostTotals, Pause, Throttle
 
 __all__ = [
     "REASON_GROUPS",
@@ -30,6 +30,7 @@ __all__ = [
     "bounded_by",
     "coarsen",
     "downsample_steps",
+    "fleet_workers",
     "format_clock",
     "format_seconds",
     "gap_floor",
@@ -46,6 +47,7 @@ __all__ = [
     "step_lookup",
     "time_at_floor",
     "time_ticks",
+    "worker_rates",
 ]
 
 
@@ -566,3 +568,30 @@ def share_at_limit(
         if values and peaks.get(key, 0) >= min(values):
             full += 1
     return full / (last - first + 1)
+
+
+# -- a fleet's workers ---------------------------------------------------------------------
+
+
+def fleet_workers(crawl: Crawl) -> list[str]:
+    """The workers that get lanes: a fleet's, when there is more than one."""
+    return list(crawl.workers) if len(crawl.workers) > 1 else []
+
+
+def worker_rates(
+    hosts: Iterable[HostSeries], workers: Sequence[str], width: float, end: float
+) -> dict[str, list[float]]:
+    """Each worker's starts per second on ``hosts``, in bins of ``width`` seconds."""
+    out: dict[str, list[float]] = {}
+    for host in hosts:
+        for worker in workers:
+            counts = host.worker_starts.get(worker)
+            if not counts:
+                continue
+            binned = rebin(counts, width, end, tick=host_tick(host))
+            rates = [n / width for n in binned]
+            before = out.get(worker)
+            out[worker] = (
+                rates if before is None else [a + b for a, b in zip(before, rates, strict=True)]
+            )
+    return out

@@ -26,6 +26,7 @@ from .draw import (
     bin_seconds,
     bounded_by,
     downsample_steps,
+    fleet_workers,
     format_clock,
     format_count,
     format_seconds,
@@ -42,6 +43,7 @@ from .draw import (
     step_lookup,
     time_at_floor,
     time_ticks,
+    worker_rates,
 )
 from .series import Crawl, HostSeries, HostTotals, Order, order_hosts
 
@@ -136,11 +138,6 @@ def render_html(crawl: Crawl, options: ReportOptions | None = None) -> str:
         f"moment {opened}.</p></footer></main></body></html>\n"
     )
     return "\n".join(part for part in parts if part)
-
-
-def fleet_workers(crawl: Crawl) -> list[str]:
-    """The workers that get lanes: a fleet's, when there is more than one."""
-    return list(crawl.workers) if len(crawl.workers) > 1 else []
 
 
 def _end(crawl: Crawl) -> float:
@@ -769,25 +766,6 @@ def _overview(
 
 
 WORKER_LANE = 16
-
-
-def worker_rates(
-    hosts: Iterable[HostSeries], workers: Sequence[str], width: float, end: float
-) -> dict[str, list[float]]:
-    """Each worker's starts per second on ``hosts``, in bins of ``width`` seconds."""
-    out: dict[str, list[float]] = {}
-    for host in hosts:
-        for worker in workers:
-            counts = host.worker_starts.get(worker)
-            if not counts:
-                continue
-            binned = rebin(counts, width, end, tick=host_tick(host))
-            rates = [n / width for n in binned]
-            before = out.get(worker)
-            out[worker] = (
-                rates if before is None else [a + b for a, b in zip(before, rates, strict=True)]
-            )
-    return out
 
 
 def _worker_lanes(

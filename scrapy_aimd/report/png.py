@@ -8,11 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from .draw import (
     REASON_GROUPS,
+    WORKER_COLOURS,
+    bin_seconds,
+    fleet_workers,
     format_clock,
     gap_floor,
     merge_pauses,
     raise_to_floor,
     reason_group,
+    worker_rates,
 )
 from .series import Crawl, iter_steps
 
@@ -20,7 +24,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["MatplotlibMissing", "have_matplotlib", "render_png"]
+__all__ = ["MatplotlibMissing", "figure", "have_matplotlib", "render_png"]
+
+#: Bins of the workers' starts per second across the picture's width.
+WORKER_BINS = 120
 
 _MARKERS = {"triangle": "v", "square": "s", "diamond": "D", "circle": "o", "cross": "x"}
 
@@ -34,8 +41,16 @@ def have_matplotlib() -> bool:
 
 
 def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str) -> None:
+    """Draw :func:`figure` to ``path``."""
+    fig = figure(crawl, hosts, title)
+    fig.savefig(path, dpi=110)
+    importlib.import_module("matplotlib.pyplot").close(fig)
+
+
+def figure(crawl: Crawl, hosts: Sequence[str], title: str) -> Any:
     """Limit and gap of each host over time, with throttle marks, pause spans and the
-    Crawl-delay floor; the legend names only what is drawn."""
+    Crawl-delay floor; under them, for a fleet, each worker's starts per second on
+    all hosts. The legend names only what is drawn. A matplotlib ``Figure``."""
     if not have_matplotlib():
         raise MatplotlibMissing("--png needs matplotlib: pip install matplotlib")
     matplotlib: Any = importlib.import_module("matplotlib")
@@ -46,8 +61,22 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
     hosts = [name for name in hosts if name in crawl.hosts]
     end = max(crawl.end, 1.0)
     rows = max(1, len(hosts))
-    height = 1.9 * rows + 0.7
-    fig, axes = plt.subplots(rows, 2, figsize=(12, height), sharex=True, squeeze=False)
+    workers = fleet_workers(crawl)
+    height = 1.9 * (rows + (1 if workers else 0)) + 0.7
+    fig = plt.figure(figsize=(12, height))
+    grid = fig.add_gridspec(rows + (1 if workers else 0), 2)
+    first: Any = fig.add_subplot(grid[0, 0])
+    axes: list[list[Any]] = [
+        [first if (r, c) == (0, 0) else fig.add_subplot(grid[r, c], sharex=first) for c in range(2)]
+        for r in range(rows)
+    ]
+    bottom: list[Any] = axes[rows - 1]
+    if workers:
+        lanes: Any = fig.add_subplot(grid[rows, :], sharex=first)
+        _draw_workers(lanes, crawl, workers, end)
+        bottom = [lanes]
+    for inner in (panel for pair in axes for panel in pair if panel not in bottom):
+        inner.tick_params(labelbottom=False)
     fig.text(0.01, 1 - 0.12 / height, title, ha="left", va="top", fontsize=13)
     for row, name in enumerate(hosts):
         host = crawl.hosts[name]
@@ -93,9 +122,9 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
             ax.grid(color="#e6e8eb", lw=0.8)
             ax.spines[["top", "right"]].set_visible(False)
             ax.tick_params(labelsize=8)
-    for col in range(2):
-        ax = axes[rows - 1][col]
-        ax.set_xlabel("time since the crawl opened", fontsize=8.5)
+    for ax in bottom:
+        opened = "the first worker opened" if workers else "the crawl opened"
+        ax.set_xlabel(f"time since {opened}", fontsize=8.5)
         ax.xaxis.set_major_formatter(
             matplotlib.ticker.FuncFormatter(lambda t, _pos: format_clock(max(t, 0.0)))
         )
@@ -132,5 +161,24 @@ def render_png(crawl: Crawl, hosts: Sequence[str], path: str | Path, title: str)
         hspace=0.42,
         wspace=0.1,
     )
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
+
+
+def _draw_workers(ax: Any, crawl: Crawl, workers: Sequence[str], end: float) -> None:
+    """One line per worker: its starts per second on all hosts, as the HTML's lanes."""
+    ticks = [h.tick for h in crawl.hosts.values() if h.tick > 0]
+    width = bin_seconds(end, WORKER_BINS, max(ticks, default=1.0))
+    rates = worker_rates(crawl.hosts.values(), workers, width, end)
+    for k, worker in enumerate(workers):
+        values = rates.get(worker, [])
+        xs = [x for i in range(len(values)) for x in (i * width, min(end, (i + 1) * width))]
+        ys = [v for v in values for _ in (0, 1)]
+        colour = WORKER_COLOURS[k % len(WORKER_COLOURS)]
+        ax.plot(xs, ys, color=colour, lw=1.6, label=worker)
+    ax.set_xlim(0, end)
+    ax.set_ylim(bottom=0)
+    ax.set_title("starts per second, by worker, all hosts", fontsize=9.5, loc="left")
+    ax.legend(loc="upper right", fontsize=8, frameon=False, ncol=min(len(workers), 4))
+    ax.grid(color="#e6e8eb", lw=0.8)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.tick_params(labelsize=8)
