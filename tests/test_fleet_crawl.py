@@ -111,12 +111,13 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     # little jitter aside), whichever worker sent them.
     gaps = arrival_gaps(page_records(log, "slowly"))
     assert gaps and min(gaps) >= delay - 0.1, gaps
-    # Each worker fetches robots.txt once itself, holding a place on the host
-    # as a page would: never two at once, and the first one's Crawl-delay holds
-    # the others.
+    # One worker fetches robots.txt for the fleet, holding a place on the host
+    # as a page would, and its Crawl-delay holds every page after it; the other
+    # workers read its answer from Redis.
     records = [r for r in log if r["host"] == "slowly"]
     assert summary["slowly"].max_in_flight == 1, summary["slowly"]
-    assert sum(1 for r in records if r["path"] == "/robots.txt") == 3
+    assert sum(1 for r in records if r["path"] == "/robots.txt") == 1
+    assert sum(w.stats().get("aimd/fleet/robots/shared", 0) for w in fleet) == 2
     gaps = arrival_gaps(records)
     assert min(gaps) >= delay - 0.1, gaps
 
