@@ -17,20 +17,12 @@ from typing import Any
 
 import pytest
 from crawling import arrival_gaps
-from fleetcrawl import Worker, start_worker, wait_for
+from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
-
-#: Settings of every worker: short leases (a 3 s timeout: 6 s), a quick close.
-FLEET = {
-    "AIMD_FLEET_IDLE_CLOSE": 1.0,
-    "DOWNLOAD_TIMEOUT": 3,
-    "CONCURRENT_REQUESTS": 8,
-    "AIMD_MAX_CONCURRENCY": 3,
-}
 
 
 @pytest.fixture
@@ -44,10 +36,6 @@ def redis_url() -> Iterator[str]:
 
 def page_records(log: list[dict[str, Any]], host: str | None = None) -> list[dict[str, Any]]:
     return [r for r in log if r["reason"] != "robots" and host in (None, r["host"])]
-
-
-def urls_of(farm: FarmProcess) -> list[str]:
-    return [url + "/" for url in farm.urls.values()]
 
 
 def workers(
@@ -64,12 +52,6 @@ def wait_for_requests(farm: FarmProcess, count: int, timeout: float = 30) -> Non
     deadline = time.monotonic() + timeout
     while len(farm.read_log()) < count and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def assert_finished(fleet: list[Worker]) -> None:
-    for worker in fleet:
-        assert worker.code == 0, worker.stderr[-3000:]
-        assert worker.stats().get("finish_reason") == "finished", worker.log()[-3000:]
 
 
 def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(

@@ -10,28 +10,19 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from crawling import arrival_gaps
-from fleetcrawl import Worker, start_worker, wait_for
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer
+from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
 
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
-#: Settings of every worker: short leases (a 3 s timeout: 8 s), a quick close.
-FLEET = {
-    "AIMD_FLEET_IDLE_CLOSE": 1.0,
-    "DOWNLOAD_TIMEOUT": 3,
-    "CONCURRENT_REQUESTS": 8,
-    "AIMD_MAX_CONCURRENCY": 3,
-    "ROBOTSTXT_OBEY": True,
-}
 #: The lease of a 3 s download timeout (``redis_store.lease_time``): the robots
 #: lock lasts as long.
 LOCK_SECONDS = 8.0
@@ -40,21 +31,14 @@ RULES = "User-agent: *\nDisallow: /p/3\n"
 PREFIX = "aimd:farm"
 
 
-@pytest.fixture
-def server() -> Iterator[RedisServer]:
-    own = RedisServer().start()
-    try:
-        yield own
-    finally:
-        own.close()
-
-
-def urls_of(farm: FarmProcess) -> list[str]:
-    return [url + "/" for url in farm.urls.values()]
+server = pytest.fixture(serve)
 
 
 def start(farm: FarmProcess, out: Path, url: str, settings: dict[str, Any] | None = None) -> Worker:
-    return start_worker(urls_of(farm), out, url, {**FLEET, **(settings or {})})
+    """A fleet worker that obeys robots.txt."""
+    return start_worker(
+        urls_of(farm), out, url, {**FLEET, "ROBOTSTXT_OBEY": True, **(settings or {})}
+    )
 
 
 def robots_of(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
@@ -63,12 +47,6 @@ def robots_of(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
 
 def pages_of(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
     return [r for r in log if r["host"] == host and r["reason"] != "robots"]
-
-
-def assert_finished(fleet: list[Worker]) -> None:
-    for worker in fleet:
-        assert worker.code == 0, worker.stderr[-3000:]
-        assert worker.stats().get("finish_reason") == "finished", worker.log()[-3000:]
 
 
 def total(fleet: list[Worker], stat: str) -> int:

@@ -181,13 +181,10 @@ local function reap(now, limit)
 end
 
 -- robots.txt, fetched once per fleet: P:r:<origin> holds the answer a worker
--- fetched (robots_put.lua), P:rl:<origin> the id of the worker fetching it.
-local function robots_key(origin)
-  return P .. ':r:' .. origin
-end
-
-local function robots_lock(origin)
-  return P .. ':rl:' .. origin
+-- fetched (robots_put.lua), and the lock P:rl:<origin> the id of the worker
+-- fetching it.
+local function robots_key(origin, lock)
+  return P .. (lock and ':rl:' or ':r:') .. origin
 end
 
 -- The origin's stored answer, appended to reply: status, body, truncated, gave

@@ -21,10 +21,10 @@ if origin ~= '' then
   if add_robots_answer(answer, origin, now) then
     return answer
   end
-  local owner = call('GET', robots_lock(origin))
+  local owner = call('GET', robots_key(origin, true))
   if owner and owner ~= ARGV[7] then
     -- Asked again when the lock expires, or sooner (the worker polls).
-    local ttl = math.max(50, call('PTTL', robots_lock(origin)))
+    local ttl = math.max(50, call('PTTL', robots_key(origin, true)))
     return {0, fmt(now + ttl / 1000), fmt(now)}
   end
 end
@@ -44,7 +44,7 @@ await_send(host, id, now)
 log_event(host, 's', id, now)
 local expires = now + tonumber(ARGV[3])
 if origin ~= '' then
-  call('SET', robots_lock(origin), ARGV[7], 'PX', math.max(1, math.ceil(tonumber(ARGV[3]) * 1000)))
+  call('SET', robots_key(origin, true), ARGV[7], 'PX', math.max(1, math.ceil(tonumber(ARGV[3]) * 1000)))
 end
 call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now))
 call('ZADD', P .. ':leases', fmt(expires), id)

@@ -8,7 +8,7 @@
 check_meta()
 local now = server_now()
 local origin = ARGV[2]
-local lock = robots_lock(origin)
+local lock = robots_key(origin, true)
 local ms = math.max(1, math.ceil(tonumber(ARGV[5]) * 1000))
 local owner = call('GET', lock)
 local mine = owner == ARGV[3]
