@@ -387,9 +387,10 @@ class RobotsTxtMiddleware:
         if self.sharing is None:
             return
         if result.settled:
+            rules = result.outcome is RobotsOutcome.RULES
             answer = RobotsAnswer(
                 status,
-                body[: self.book.config.max_bytes],
+                body[: self.book.config.max_bytes] if rules else b"",
                 truncated=result.truncated,
                 gave_up=result.outcome is RobotsOutcome.UNREACHABLE,
             )
