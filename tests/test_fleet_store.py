@@ -659,8 +659,10 @@ def test_one_worker_takes_the_robots_fetch_and_the_others_wait_for_its_answer(
     frontier: Frontiers, raw: redis.Redis, prefix: str
 ) -> None:
     fetcher, other = frontier(ROOMY), frontier(ROOMY)
+    trips = fetcher.counters.round_trips
     assert shared(fetcher).known(ORIGIN) is None
     assert isinstance(fetcher.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert fetcher.counters.round_trips == trips + 2  # one each
     assert 29_000 < raw.pttl(f"{prefix}:rl:{ORIGIN}") <= 30_000  # the lock lasts the lease
     # The host has room, but the origin's fetch is taken: wait for the lock.
     waiting = other.hold("h", b"robots.txt", ORIGIN)
@@ -669,7 +671,9 @@ def test_one_worker_takes_the_robots_fetch_and_the_others_wait_for_its_answer(
     assert shared(other).known(ORIGIN) is None
     # Another origin of the host is not held up by it.
     assert isinstance(other.hold("h", b"robots.txt", "https://h"), Claim)
+    trips = fetcher.counters.round_trips
     assert share(fetcher) is True
+    assert fetcher.counters.round_trips == trips + 1
     assert raw.exists(f"{prefix}:rl:{ORIGIN}") == 0
     assert 3_500_000 < raw.pttl(f"{prefix}:r:{ORIGIN}") <= 3_600_000
     answer = other.hold("h", b"robots.txt", ORIGIN)
