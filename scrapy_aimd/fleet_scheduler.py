@@ -10,12 +10,14 @@ with it (its callback ran and its children are pushed): a worker killed at
 any moment loses nothing, its leases expire and their requests are queued
 again.
 
-What stays in this worker: robots.txt requests (each worker learns an
-origin's rules itself; their Crawl-delay goes to Redis for every worker), each
-sent only once it holds a place on its host fleet-wide, as a claim would;
-requests robots.txt disallows (handed out for the robots middleware to turn
-into IgnoreRequest), and requests that cannot be serialized (callbacks that
-are not spider methods: handed out from here, without fleet politeness).
+What stays in this worker: robots.txt requests, each sent only once it holds a
+place on its host fleet-wide, as a claim would, and only by the one worker
+that takes the origin's fetch: the others read its answer from Redis
+(:mod:`scrapy_aimd.fleet.robots_store`), their requests of the origin held
+until it is there; requests robots.txt disallows (handed out for the robots
+middleware to turn into IgnoreRequest), and requests that cannot be
+serialized (callbacks that are not spider methods: handed out from here,
+without fleet politeness).
 
 The fleet closes when nothing is queued or leased fleet-wide for
 ``AIMD_FLEET_IDLE_CLOSE`` seconds; a worker never deletes the shared state.
@@ -47,12 +49,20 @@ from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, when_written
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
-from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, Item
+from scrapy_aimd.fleet import (
+    Claim,
+    Fleet,
+    FleetConnectionLost,
+    FleetFrontier,
+    FleetRobots,
+    Item,
+    SharedRobots,
+)
 from scrapy_aimd.fleet.connection import masked_url
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
-from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware
+from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, RobotsTxtMiddleware
 from scrapy_aimd.settings import AimdSettingsError, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.wake import WakeTimer
@@ -166,6 +176,7 @@ class FleetScheduler:
         timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
         self._lease_time = lease_time(timeout)
         self.frontier: FleetFrontier[Request] | None = None
+        self.shared_robots = FleetRobots(fleet, lease_time=self._lease_time)
         self._request_key: Callable[[Request], int] = request_key_function(
             crawler.request_fingerprinter
         )
@@ -442,10 +453,12 @@ class FleetScheduler:
 
     def _hold_robots(self, now: float) -> Request | None:
         """A robots.txt request whose host has a place now, held there fleet-wide
-        (``FleetFrontier.hold``): each worker reads an origin's rules itself, and
-        three workers' robots.txt requests must not reach a host that takes one
-        request at a time together, nor inside its Crawl-delay. None if no host
-        of them may start yet (the wake timer is set for the first that may)."""
+        (``FleetFrontier.hold``): three workers' robots.txt requests must not
+        reach a host that takes one request at a time together, nor inside its
+        Crawl-delay. Only one worker fetches an origin's robots.txt: while
+        another holds its lock the request waits, and once its answer is stored
+        this worker reads it instead (``aimd/fleet/robots/shared``). None if no
+        host of them may start yet (the wake timer is set for the first that may)."""
         assert self.frontier is not None
         wake = math.inf
         for entry in list(self.robots_waiting)[:ROBOTS_PER_CALL]:
@@ -453,14 +466,26 @@ class FleetScheduler:
             if not_before > now:
                 wake = min(wake, not_before)
                 continue
-            held = self.frontier.hold(request_host(request), request)
+            origin = request.meta[ROBOTS_META]
+            held = self.frontier.hold(request_host(request), request, origin)
+            if isinstance(held, SharedRobots):
+                self.robots_waiting.remove(entry)
+                self._read_shared(origin, held)
+                continue
             if isinstance(held, Claim):
                 self.robots_waiting.remove(entry)
+                self.stats.inc_value("aimd/fleet/robots/fetched")
                 return self._hand_out(request, held, now)
             entry[1] = now + min(POLL, max(0.0, held.ready_at - held.now))
             wake = min(wake, entry[1])
         self.wake.arm(wake, now)
         return None
+
+    def _read_shared(self, origin: str, shared: SharedRobots) -> None:
+        """Another worker's answer for ``origin``, read as if fetched here."""
+        self.stats.inc_value("aimd/fleet/robots/shared")
+        if self.robots is not None:
+            self.robots.read_shared(origin, _answer_of(shared))
 
     def _waits_for_robots(self, request: Request) -> bool:
         return (
@@ -650,6 +675,45 @@ class FleetScheduler:
     ) -> None:
         self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay)
 
+    def robots_known(self, origin: str) -> RobotsAnswer | None:
+        """The answer another worker stored for ``origin`` (one round trip, once per
+        origin and ``AIMD_ROBOTS_MAX_AGE``); None: this worker sends the request,
+        and its hold takes the fetch, or waits for the worker that has it."""
+        if self.lost:
+            return None
+        try:
+            shared = self.shared_robots.known(origin)
+        except Exception as exc:
+            self._stop(exc, "robots_known")
+            return None
+        if shared is None:
+            return None
+        self.stats.inc_value("aimd/fleet/robots/shared")
+        return _answer_of(shared)
+
+    def robots_share(self, origin: str, answer: RobotsAnswer, max_age: float) -> None:
+        if self.lost:
+            return
+        try:
+            self.shared_robots.share(
+                origin,
+                status=answer.status,
+                body=answer.body,
+                truncated=answer.truncated,
+                gave_up=answer.gave_up,
+                max_age=max_age,
+            )
+        except Exception as exc:
+            self._stop(exc, "robots_share")
+
+    def robots_retrying(self, origin: str, retry_in: float) -> None:
+        if self.lost:
+            return
+        try:
+            self.shared_robots.retrying(origin, retry_in)
+        except Exception as exc:
+            self._stop(exc, "robots_retrying")
+
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         if self.lost or self.frontier is None:
             return
@@ -671,6 +735,16 @@ def _a_start_request(request: Request) -> bool:
         meta.get("is_start_request")
         and not meta.get("retry_times")
         and THROTTLE_RETRIES_META not in meta
+    )
+
+
+def _answer_of(shared: SharedRobots) -> RobotsAnswer:
+    return RobotsAnswer(
+        shared.status,
+        shared.body,
+        truncated=shared.truncated,
+        gave_up=shared.gave_up,
+        age=shared.age,
     )
 
 

@@ -9,6 +9,10 @@ wait there before they reach the frontier (other origins go on), the robots.txt
 request goes through the host's controller like any other request, and the
 Crawl-delay becomes the floor of the host's gap before its first page starts;
 alone, the middleware holds each request there on its way to the downloader.
+
+A listener that shares answers with other processes of the crawl (a fleet's
+scheduler: :class:`RobotsSharing`) is asked before each fetch; an answer it
+knows is read as one fetched here, without a request.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import copy
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -115,6 +120,41 @@ class RobotsListener(Protocol):
         ``allow_all`` or ``unreachable``); ``status`` is None without a response."""
 
 
+@dataclass(frozen=True, slots=True)
+class RobotsAnswer:
+    """An origin's robots.txt answer as one process of the crawl fetched it, for
+    the others to read without fetching it again."""
+
+    #: None: a network failure.
+    status: int | None
+    #: What is parsed: the first ``MAX_BYTES`` of the body.
+    body: bytes = b""
+    #: The body was longer than ``body``.
+    truncated: bool = False
+    #: Unreachable after every retry (RFC 9309 §2.3.1.4): its origin is skipped.
+    gave_up: bool = False
+    #: Seconds since it was fetched: it is stale ``AIMD_ROBOTS_MAX_AGE`` after that.
+    age: float = 0.0
+
+
+@runtime_checkable
+class RobotsSharing(Protocol):
+    """A listener that shares robots.txt answers with the crawl's other processes
+    (``FleetScheduler``); the single-process scheduler is not one."""
+
+    def robots_known(self, origin: str) -> RobotsAnswer | None:
+        """The answer for ``origin`` that another process fetched, if there is one;
+        None: this process fetches it."""
+
+    def robots_share(self, origin: str, answer: RobotsAnswer, max_age: float) -> None:
+        """This process fetched ``answer``, settled: the others may read it for
+        ``max_age`` seconds."""
+
+    def robots_retrying(self, origin: str, retry_in: float) -> None:
+        """The fetch found ``origin``'s robots.txt unreachable: this process fetches
+        it again in ``retry_in`` seconds, and the others go on waiting for it."""
+
+
 def is_exempt(request: Request) -> bool:
     return bool(request.meta.get("dont_obey_robotstxt")) or not request.url.startswith(
         ("http://", "https://")
@@ -150,6 +190,8 @@ class RobotsTxtMiddleware:
         self.robots_user_agent: str | None = settings.get("ROBOTSTXT_USER_AGENT") or None
         self.default_user_agent: str = settings.get("USER_AGENT") or "Scrapy"
         self.listener: RobotsListener | None = None
+        #: The listener, when it shares answers with other processes.
+        self.sharing: RobotsSharing | None = None
         self.flights = crawl_parts(crawler).flights
         #: Requests waiting for their origin's rules, with what to do once they are known.
         self._held: dict[str, list[tuple[Request, Callable[[Request], None]]]] = {}
@@ -169,6 +211,7 @@ class RobotsTxtMiddleware:
         """Let the scheduler hold requests until their origin's rules are known,
         on the scheduler's clock."""
         self.listener = listener
+        self.sharing = listener if isinstance(listener, RobotsSharing) else None
         self.clock = clock
 
     def hold(self, request: Request, resume: Callable[[Request], None]) -> None:
@@ -255,6 +298,11 @@ class RobotsTxtMiddleware:
 
     def _fetch(self, origin: str) -> None:
         self.book.started(origin)
+        if self.sharing is not None:
+            answer = self.sharing.robots_known(origin)
+            if answer is not None:
+                self.read_shared(origin, answer)
+                return
         request = Request(
             f"{origin}/robots.txt",
             callback=self._on_response,
@@ -308,6 +356,47 @@ class RobotsTxtMiddleware:
             self.user_agent(response.request) if response.request else self.default_user_agent,
         )
         self._after(origin, result, f"status {response.status}", response.status)
+        self._share(origin, result, response.status, response.body)
+
+    def read_shared(self, origin: str, answer: RobotsAnswer) -> None:
+        """Read an answer that another process of the crawl fetched (see
+        :class:`RobotsSharing`) as one fetched here: the rules, the Crawl-delay,
+        the held requests released; stale when the fetched one is."""
+        try:
+            now = self.clock() - max(0.0, answer.age)
+            user_agent = self.robots_user_agent or self.default_user_agent
+            if answer.gave_up:
+                # The fetching process spent every retry: this book counts as
+                # many failures, and comes to the same end (the rules it knew, or
+                # the origin skipped).
+                result = self.book.fetched(origin, now, answer.status, b"", user_agent)
+                for _ in range(self.book.config.retries):
+                    if result.settled:
+                        break
+                    result = self.book.fetched(origin, now, answer.status, b"", user_agent)
+            else:
+                result = self.book.fetched(origin, now, answer.status, answer.body, user_agent)
+                if answer.truncated:
+                    result = replace(result, truncated=True)
+            self._after(origin, result, f"status {answer.status}, shared", answer.status)
+        except Exception:
+            self._recover(origin)
+
+    def _share(self, origin: str, result: FetchResult, status: int | None, body: bytes) -> None:
+        """A fetched answer to the listener that shares them (see :class:`RobotsSharing`)."""
+        if self.sharing is None:
+            return
+        if result.settled:
+            rules = result.outcome is RobotsOutcome.RULES
+            answer = RobotsAnswer(
+                status,
+                body[: self.book.config.max_bytes] if rules else b"",
+                truncated=result.truncated,
+                gave_up=result.outcome is RobotsOutcome.UNREACHABLE,
+            )
+            self.sharing.robots_share(origin, answer, self.book.config.max_age)
+        elif result.retry_at is not None:
+            self.sharing.robots_retrying(origin, max(0.0, result.retry_at - self.clock()))
 
     def _on_error(self, failure: Failure) -> None:
         """A non-2xx status (through HttpError, after redirects) or a network failure."""
@@ -341,6 +430,7 @@ class RobotsTxtMiddleware:
                 self._network_errors[origin] = failure.value
         result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
         self._after(origin, result, failure.getErrorMessage(), None)
+        self._share(origin, result, status, b"")
 
     def _after(self, origin: str, result: FetchResult, what: str, status: int | None) -> None:
         self._count_memory()

@@ -10,9 +10,21 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crawling import AIMD, ROOT, RUNNER
+
+if TYPE_CHECKING:
+    from sitefarm import FarmProcess
+
+#: Settings of every worker in the fleet tests: short leases (a 3 s timeout:
+#: 8 s), a quick close.
+FLEET = {
+    "AIMD_FLEET_IDLE_CLOSE": 1.0,
+    "DOWNLOAD_TIMEOUT": 3,
+    "CONCURRENT_REQUESTS": 8,
+    "AIMD_MAX_CONCURRENCY": 3,
+}
 
 
 @dataclass
@@ -89,3 +101,14 @@ def wait_for(workers: list[Worker], timeout: float = 120) -> None:
             _, err = worker.process.communicate()
         worker.code = worker.process.returncode
         worker.stderr = (err or b"").decode(errors="replace")
+
+
+def urls_of(farm: FarmProcess) -> list[str]:
+    """The farm's start URLs: each host's root."""
+    return [url + "/" for url in farm.urls.values()]
+
+
+def assert_finished(fleet: list[Worker]) -> None:
+    for worker in fleet:
+        assert worker.code == 0, worker.stderr[-3000:]
+        assert worker.stats().get("finish_reason") == "finished", worker.log()[-3000:]

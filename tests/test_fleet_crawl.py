@@ -17,20 +17,12 @@ from typing import Any
 
 import pytest
 from crawling import arrival_gaps
-from fleetcrawl import Worker, start_worker, wait_for
+from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
 
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
-
-#: Settings of every worker: short leases (a 3 s timeout: 6 s), a quick close.
-FLEET = {
-    "AIMD_FLEET_IDLE_CLOSE": 1.0,
-    "DOWNLOAD_TIMEOUT": 3,
-    "CONCURRENT_REQUESTS": 8,
-    "AIMD_MAX_CONCURRENCY": 3,
-}
 
 
 @pytest.fixture
@@ -44,10 +36,6 @@ def redis_url() -> Iterator[str]:
 
 def page_records(log: list[dict[str, Any]], host: str | None = None) -> list[dict[str, Any]]:
     return [r for r in log if r["reason"] != "robots" and host in (None, r["host"])]
-
-
-def urls_of(farm: FarmProcess) -> list[str]:
-    return [url + "/" for url in farm.urls.values()]
 
 
 def workers(
@@ -64,12 +52,6 @@ def wait_for_requests(farm: FarmProcess, count: int, timeout: float = 30) -> Non
     deadline = time.monotonic() + timeout
     while len(farm.read_log()) < count and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def assert_finished(fleet: list[Worker]) -> None:
-    for worker in fleet:
-        assert worker.code == 0, worker.stderr[-3000:]
-        assert worker.stats().get("finish_reason") == "finished", worker.log()[-3000:]
 
 
 def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(
@@ -111,12 +93,14 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     # little jitter aside), whichever worker sent them.
     gaps = arrival_gaps(page_records(log, "slowly"))
     assert gaps and min(gaps) >= delay - 0.1, gaps
-    # Each worker fetches robots.txt once itself, holding a place on the host
-    # as a page would: never two at once, and the first one's Crawl-delay holds
-    # the others.
+    # One worker fetches robots.txt for the fleet, holding a place on the host
+    # as a page would, and its Crawl-delay holds every page after it; the other
+    # workers read its answer from Redis.
     records = [r for r in log if r["host"] == "slowly"]
     assert summary["slowly"].max_in_flight == 1, summary["slowly"]
-    assert sum(1 for r in records if r["path"] == "/robots.txt") == 3
+    for name in ("slowly", "free"):
+        assert sum(1 for r in log if (r["host"], r["path"]) == (name, "/robots.txt")) == 1
+    assert sum(w.stats().get("aimd/fleet/robots/shared", 0) for w in fleet) == 2 * len(specs)
     gaps = arrival_gaps(records)
     assert min(gaps) >= delay - 0.1, gaps
 

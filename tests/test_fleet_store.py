@@ -10,13 +10,24 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import redis
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
-from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, Wait
+from scrapy_aimd.core.robots import MAX_BYTES
+from scrapy_aimd.fleet import (
+    Claim,
+    Fleet,
+    FleetFrontier,
+    FleetRobots,
+    FleetStoreError,
+    Item,
+    SharedRobots,
+    Wait,
+)
 from scrapy_aimd.fleet.redis_store import sort_score
 from scrapy_aimd.fleet.rules import Replica
 
@@ -617,3 +628,130 @@ def test_scripts_are_packed_as_redis_py_packs_them() -> None:
     assert pack_evalsha("f00", arguments) == expected
     with pytest.raises(redis.DataError):
         pack_evalsha("f00", (True,))
+
+
+# -- robots.txt, fetched once per fleet (scrapy_aimd.fleet.robots_store) --------------
+
+ORIGIN = "http://h"
+#: A host with room for several at once: only the robots lock can make a hold wait.
+ROOMY = ControllerConfig(min_delay=0.0, max_concurrency=4, adaptive=False)
+RULES = b"User-agent: *\nDisallow: /x\n"
+
+
+@pytest.fixture
+def raw(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url)
+    yield client
+    client.close()
+
+
+def shared(worker: FleetFrontier[bytes]) -> FleetRobots:
+    """The worker's side of the shared robots.txt answers, on its connection."""
+    return FleetRobots(worker.fleet, lease_time=worker.lease_time)
+
+
+def share(worker: FleetFrontier[bytes], body: bytes = RULES, **changes: Any) -> bool:
+    answer: dict[str, Any] = {"status": 200, "truncated": False, "gave_up": False, **changes}
+    return shared(worker).share(ORIGIN, body=body, max_age=3600.0, **answer)
+
+
+def test_one_worker_takes_the_robots_fetch_and_the_others_wait_for_its_answer(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    fetcher, other = frontier(ROOMY), frontier(ROOMY)
+    trips = fetcher.counters.round_trips
+    assert shared(fetcher).known(ORIGIN) is None
+    assert isinstance(fetcher.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert fetcher.counters.round_trips == trips + 2  # one each
+    assert 29_000 < raw.pttl(f"{prefix}:rl:{ORIGIN}") <= 30_000  # the lock lasts the lease
+    # The host has room, but the origin's fetch is taken: wait for the lock.
+    waiting = other.hold("h", b"robots.txt", ORIGIN)
+    assert isinstance(waiting, Wait)
+    assert waiting.ready_at == pytest.approx(waiting.now + 30.0, abs=1.0)
+    assert shared(other).known(ORIGIN) is None
+    # Another origin of the host is not held up by it.
+    assert isinstance(other.hold("h", b"robots.txt", "https://h"), Claim)
+    trips = fetcher.counters.round_trips
+    assert share(fetcher) is True
+    assert fetcher.counters.round_trips == trips + 1
+    assert raw.exists(f"{prefix}:rl:{ORIGIN}") == 0
+    assert 3_500_000 < raw.pttl(f"{prefix}:r:{ORIGIN}") <= 3_600_000
+    answer = other.hold("h", b"robots.txt", ORIGIN)
+    assert isinstance(answer, SharedRobots)
+    assert (answer.status, answer.body, answer.truncated, answer.gave_up) == (
+        200, RULES, False, False,
+    )  # fmt: skip
+    assert 0 <= answer.age < 5
+    known = shared(other).known(ORIGIN)
+    assert known is not None and (known.status, known.body) == (200, RULES)
+    # A hold that found the answer took no place.
+    view = other.host("h")
+    assert view is not None and view.in_flight == 2
+
+
+def test_the_robots_lock_holder_takes_its_own_fetch_again(frontier: Frontiers) -> None:
+    """A redirect hop or a retry of the worker that holds the lock is not held up."""
+    fetcher = frontier(ROOMY)
+    assert isinstance(fetcher.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert isinstance(fetcher.hold("h", b"robots/real.txt", ORIGIN), Claim)
+
+
+def test_a_robots_retry_keeps_the_lock_through_its_backoff(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    fetcher, other = frontier(ROOMY, lease_time=5.0), frontier(ROOMY, lease_time=5.0)
+    lock = f"{prefix}:rl:{ORIGIN}"
+    assert isinstance(fetcher.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert shared(fetcher).retrying(ORIGIN, 20.0) is True
+    assert 24_000 < raw.pttl(lock) <= 25_000
+    waiting = other.hold("h", b"robots.txt", ORIGIN)
+    assert isinstance(waiting, Wait) and waiting.ready_at > waiting.now + 20
+    # A worker whose lock expired takes it again for its retry if no one has it,
+    # and never from another worker.
+    raw.delete(lock)
+    assert shared(other).retrying(ORIGIN, 1.0) is False
+    assert raw.get(lock) == other.fleet.token.encode()
+    assert shared(fetcher).retrying(ORIGIN, 1.0) is False
+    assert raw.get(lock) == other.fleet.token.encode()
+
+
+def test_a_dead_workers_robots_lock_expires_with_its_hold(frontier: Frontiers) -> None:
+    dead, survivor = frontier(ROOMY, lease_time=0.3), frontier(ROOMY, lease_time=0.3)
+    assert isinstance(dead.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert isinstance(survivor.hold("h", b"robots.txt", ORIGIN), Wait)
+    time.sleep(0.4)
+    assert isinstance(survivor.hold("h", b"robots.txt", ORIGIN), Claim)
+    # The dead worker's answer, had it come late after all, is still stored.
+    assert share(dead) is False
+    assert isinstance(survivor.hold("h", b"robots.txt", ORIGIN), SharedRobots)
+
+
+def test_every_kind_of_robots_answer_goes_through(frontier: Frontiers) -> None:
+    fetcher, other = frontier(), frontier()
+    share(fetcher, body=b"", status=None, gave_up=True)
+    answer = shared(other).known(ORIGIN)
+    assert answer is not None
+    assert (answer.status, answer.body, answer.gave_up) == (None, b"", True)
+    share(fetcher, body=b"", status=404)
+    answer = shared(other).known(ORIGIN)
+    assert answer is not None and (answer.status, answer.gave_up) == (404, False)
+    # Only what is parsed is stored: the first 500 KiB, compressed.
+    big = b"Disallow: /p\n" * (MAX_BYTES // 10)
+    share(fetcher, body=big, truncated=True)
+    answer = shared(other).known(ORIGIN)
+    assert answer is not None and answer.truncated
+    assert answer.body == big[:MAX_BYTES]
+
+
+def test_a_corrupt_robots_answer_is_an_error_that_names_its_key(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    worker = frontier()
+    key = f"{prefix}:r:{ORIGIN}"
+    raw.hset(key, mapping={"s": "200", "b": "not zlib", "t": "1"})
+    with pytest.raises(FleetStoreError, match=f"Redis key {key} holds a robots.txt answer"):
+        shared(worker).known(ORIGIN)
+    raw.delete(key)
+    raw.set(key, "a string")
+    with pytest.raises(FleetStoreError, match=key):
+        worker.hold("h", b"robots.txt", ORIGIN)

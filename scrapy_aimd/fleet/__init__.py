@@ -4,6 +4,7 @@ host's politeness through Redis (``AIMD_REDIS_URL``). See docs/fleet.rst."""
 from scrapy_aimd.fleet.connection import Fleet, FleetCounters
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 from scrapy_aimd.fleet.redis_store import Claim, FleetFrontier, FleetStatus, HostView, Item, Wait
+from scrapy_aimd.fleet.robots_store import FleetRobots, SharedRobots
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
@@ -12,10 +13,12 @@ __all__ = [
     "FleetConnectionLost",
     "FleetCounters",
     "FleetFrontier",
+    "FleetRobots",
     "FleetSeenSet",
     "FleetStatus",
     "FleetStoreError",
     "HostView",
     "Item",
+    "SharedRobots",
     "Wait",
 ]

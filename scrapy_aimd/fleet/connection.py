@@ -14,6 +14,7 @@ stops cleanly. No Scrapy import.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -49,6 +50,8 @@ _SCRIPTS: Final = (
     "host",
     "seen",
     "sent",
+    "robots",
+    "robots_put",
 )
 _KEY_ERROR: Final = "AIMDKEY "
 
@@ -113,6 +116,8 @@ class Fleet:
         self.url = url
         self.prefix = prefix
         self.counters = FleetCounters()
+        #: This worker's id in the fleet's locks (the robots.txt fetches).
+        self.token = secrets.token_hex(8)
         self._scripts = _load_scripts()
         self._shas: dict[str, str] = {}
         self._server_time = 0.0

@@ -31,6 +31,7 @@ from typing import Any, Final, Generic, TypeVar
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
+from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
 from scrapy_aimd.fleet.rules import (
     Applied,
     Event,
@@ -287,14 +288,24 @@ class FleetFrontier(Generic[T]):
         )
         return lease.decode("ascii"), host, float(started), float(expires)
 
-    def hold(self, host: str, item: T) -> Claim[T] | Wait:
+    def hold(self, host: str, item: T, origin: str = "") -> Claim[T] | Wait | SharedRobots:
         """A place on ``host`` for a request the caller keeps and sends itself (its
         robots.txt), by the claim's rule, leased and counted as a start of the
         host fleet-wide; or when the host may start. One round trip. Answer it with
         :meth:`finish` (``page=False``) or :meth:`fail`, then :meth:`done`, as a
-        claim; an expired hold frees its place."""
+        claim; an expired hold frees its place.
+
+        With the robots.txt's ``origin``, fetched once per fleet
+        (:mod:`~scrapy_aimd.fleet.robots_store`): its stored answer if there is
+        one, a wait while another worker holds its lock, and with the place the
+        lock, for as long as the lease."""
         gap, limit = self._initial(host)
-        reply = self.fleet.call("hold", host, repr(self.lease_time), gap, limit)
+        reply = self.fleet.call(
+            "hold", host, repr(self.lease_time), gap, limit, origin, self.fleet.token
+        )
+        if reply[0] == 2:
+            self.fleet.saw_time(reply[1])
+            return shared_of(reply[2:], origin, self.fleet)
         if reply[0] == 0:
             now = self.fleet.saw_time(reply[2])
             return Wait(ready_at=float(reply[1]), now=now, queued=0, leased=0)

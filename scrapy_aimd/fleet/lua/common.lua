@@ -179,3 +179,25 @@ local function reap(now, limit)
   end
   return requeued
 end
+
+-- robots.txt, fetched once per fleet: P:r:<origin> holds the answer a worker
+-- fetched (robots_put.lua), and the lock P:rl:<origin> the id of the worker
+-- fetching it.
+local function robots_key(origin, lock)
+  return P .. (lock and ':rl:' or ':r:') .. origin
+end
+
+-- The origin's stored answer, appended to reply: status, body, truncated, gave
+-- up, age (seconds since it was fetched); false when none is stored.
+local function add_robots_answer(reply, origin, now)
+  local key = robots_key(origin)
+  local a = call('HMGET', key, 's', 'b', 'x', 'u', 't')
+  if not a[5] then
+    return false
+  end
+  local age = math.max(0, now - num(key, 't', a[5], now))
+  for _, value in ipairs({a[1] or '', a[2] or '', a[3] or '0', a[4] or '0', fmt(age)}) do
+    reply[#reply + 1] = value
+  end
+  return true
+end

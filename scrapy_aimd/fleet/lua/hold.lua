@@ -1,14 +1,33 @@
--- ARGV: prefix, host, lease seconds, the host's initial gap, limit.
+-- ARGV: prefix, host, lease seconds, the host's initial gap, limit, the
+-- robots.txt origin, this worker's id.
 -- A place on the host for a request that this worker keeps (its robots.txt),
 -- taken by the same rule as a claim (the gap, the limit against the in-flight
 -- count, the pause), leased and logged as a start: the host's politeness
 -- counts it fleet-wide, though it was never queued. An expired hold frees its
 -- place and nothing else.
+-- robots.txt is fetched once per fleet: if a worker stored the origin's answer,
+-- it is the reply; if another worker holds the origin's lock (P:rl:<origin>), it
+-- is fetching: wait. The place taken, the lock is this worker's for the lease.
+-- Without an origin (''), a place and nothing else.
 -- Reply: as a claim's, with no member: {1, lease id, host, '', started,
---   expires, version, state, tickets, 0, log entries...} or {0, ready time, now}.
+--   expires, version, state, tickets, 0, log entries...}; {0, ready time, now};
+--   or the stored answer, {2, now, status, body, truncated, gave up, age}.
 check_meta()
 local now = server_now()
 local host = ARGV[2]
+local origin = ARGV[6]
+if origin ~= '' then
+  local answer = {2, fmt(now)}
+  if add_robots_answer(answer, origin, now) then
+    return answer
+  end
+  local owner = call('GET', robots_key(origin, true))
+  if owner and owner ~= ARGV[7] then
+    -- Asked again when the lock expires, or sooner (the worker polls).
+    local ttl = math.max(50, call('PTTL', robots_key(origin, true)))
+    return {0, fmt(now + ttl / 1000), fmt(now)}
+  end
+end
 local key = host_key(host)
 if call('EXISTS', key) == 0 then
   call('HSET', key, 'v', 0, 'gap', ARGV[4], 'lim', ARGV[5], 'fl', 0)
@@ -24,6 +43,9 @@ call('HSET', key, 'last', fmt(now))
 await_send(host, id, now)
 log_event(host, 's', id, now)
 local expires = now + tonumber(ARGV[3])
+if origin ~= '' then
+  call('SET', robots_key(origin, true), ARGV[7], 'PX', math.max(1, math.ceil(tonumber(ARGV[3]) * 1000)))
+end
 call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now))
 call('ZADD', P .. ':leases', fmt(expires), id)
 rescore(host)
