@@ -773,6 +773,23 @@ def test_survivors_that_were_not_fetched_together_do_not_raise_the_limit() -> No
     assert host.concurrency == 2
 
 
+def test_survivors_sent_late_after_a_fetch_was_done_do_not_raise_the_limit() -> None:
+    # A fleet on the narrow host (serves 2 at once in 100 ms): of a round of 4, the
+    # first is sent at once and done at 0.1 s; the other three were claimed at
+    # 0.08 s but sent at 0.124 s by a busy worker: one is refused, two are served.
+    # From their claims the first and the two would look fetched together (three).
+    host = make()
+    now = grow_to(host, 4)
+    first = host.start(now)
+    late = [host.start(now + 0.08) for _ in range(3)]
+    host.finish(late[2], now + 0.125, status=503, latency=0.001, retry_after=1.0)
+    assert host.concurrency == 2
+    host.finish(first, now + 0.126, status=200, latency=0.1)
+    for ticket in late[:2]:
+        host.finish(ticket, now + 0.224, status=200, latency=0.1)
+    assert host.concurrency == 2  # two at once, never three
+
+
 def narrow_round(host: HostController, now: float) -> tuple[float, list[str]]:
     """As many requests as the host allows now, to a server that serves two at once
     in 100 ms and answers the others at once with 503 and Retry-After: 1."""

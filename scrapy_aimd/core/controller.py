@@ -1143,7 +1143,7 @@ class HostController:
         slow start, by one after the first pushback."""
         good = Reaction(kind="good", decreased=False)
         if ticket.round != self._round_number:
-            self._count_survivor(ticket, latency)
+            self._count_survivor(ticket, now, latency)
             return good
         self._good_since_decrease = True
         if self._outage is not None:
@@ -1208,7 +1208,7 @@ class HostController:
             full += now - round_.full_since
         return full >= PROBE_SHARE * (self._latency.slow or 0.0)
 
-    def _count_survivor(self, ticket: Ticket, latency: float) -> None:
+    def _count_survivor(self, ticket: Ticket, now: float, latency: float) -> None:
         """A good answer from the round of the overload that ended slow start: the host
         served that many at once, so the halved limit goes back up to it (and the
         limit above it is the one it was overloaded at).
@@ -1222,14 +1222,19 @@ class HostController:
         above what it serves,
         and its next 503 there read as a rate limit (the gap set from the pace). The
         in-flight count cannot tell: the 503 and every survivor were in flight together
-        here. The start is the controller's, before the send, and the latency the time
-        to the headers: requests started together always overlap, and a slow body
-        (nginx's limit_rate) cannot hide that; a start whose send came late can make two
-        fetches look apart, and then the limit merely stays halved."""
+        here. So each fetch counts for the time it was surely at the host: no earlier
+        than its answer less its latency (the time to the headers), no later than its
+        start plus that latency. Its start alone would take a send that came late for
+        an early fetch (a fleet worker whose reactor was busy sent two requests 46 ms
+        after their claim, after the one before them was done: the farm's ``narrow``
+        again), its answer alone would take answers read late together for fetches
+        that met. A fetch read too late to be sure of counts alone, and then the limit
+        merely stays halved."""
         if self._survivors is None or ticket.round != self._round_number - 1:
             return
         self._survivors += 1
-        self._survivor_fetches.append((ticket.started, ticket.started + latency))
+        surely_from, surely_to = now - latency, ticket.started + latency
+        self._survivor_fetches.append((surely_from, max(surely_from, surely_to)))
         overloaded = self._overloaded_at
         if overloaded is None or self._survivors < self._concurrency:
             return
