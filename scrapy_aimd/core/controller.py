@@ -1233,8 +1233,8 @@ class HostController:
         if self._survivors is None or ticket.round != self._round_number - 1:
             return
         self._survivors += 1
-        surely_from, surely_to = now - latency, ticket.started + latency
-        self._survivor_fetches.append((surely_from, max(surely_from, surely_to)))
+        # (from, to): after ``to`` when it was read too late to be sure (it counts alone).
+        self._survivor_fetches.append((now - latency, ticket.started + latency))
         overloaded = self._overloaded_at
         if overloaded is None or self._survivors < self._concurrency:
             return
@@ -1646,11 +1646,14 @@ def _bucket_rate(
 
 def _most_together(fetches: list[tuple[float, float]]) -> int:
     """The most of these (start, end) intervals that overlap at one time (those that
-    start together do, even at a latency of 0)."""
-    return max(
-        (sum(1 for b, e in fetches if b <= begin < e or b == begin) for begin, _ in fetches),
+    start together do, even at a latency of 0). One whose start is after its end (a
+    fetch read too late to be sure when it was at the host) overlaps none."""
+    sure = [(b, e) for b, e in fetches if b <= e]
+    most = max(
+        (sum(1 for b, e in sure if b <= begin < e or b == begin) for begin, _ in sure),
         default=0,
     )
+    return max(most, 1) if len(sure) < len(fetches) else most
 
 
 def _skip_serials_past(serial: int) -> None:
