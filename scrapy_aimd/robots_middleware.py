@@ -365,15 +365,8 @@ class RobotsTxtMiddleware:
         try:
             now = self.clock() - max(0.0, answer.age)
             user_agent = self.robots_user_agent or self.default_user_agent
-            if answer.gave_up:
-                # The fetching process spent every retry: this book counts as
-                # many failures, and comes to the same end (the rules it knew, or
-                # the origin skipped).
-                result = self.book.fetched(origin, now, answer.status, b"", user_agent)
-                for _ in range(self.book.config.retries):
-                    if result.settled:
-                        break
-                    result = self.book.fetched(origin, now, answer.status, b"", user_agent)
+            if answer.gave_up:  # the rules it knew stay, or the origin is skipped
+                result = self.book.retries_spent(origin, now, answer.status, user_agent)
             else:
                 result = self.book.fetched(origin, now, answer.status, answer.body, user_agent)
                 if answer.truncated:

@@ -107,6 +107,22 @@ def test_unreachable_after_retries_denies_the_origin() -> None:
     assert book.needs_fetch(ORIGIN, now + 24 * 3600)  # tried again once the cache expires
 
 
+def test_retries_spent_elsewhere_end_as_the_last_retry_here() -> None:
+    book = RobotsBook(RobotsConfig(retries=2, backoff=1.0))
+    book.started(ORIGIN)
+    result = book.retries_spent(ORIGIN, 5.0, None, UA)
+    assert result.settled and result.outcome is RobotsOutcome.UNREACHABLE
+    assert book.verdict(ORIGIN, f"{ORIGIN}/", UA) is Verdict.DENY  # no rules: skipped
+    assert not book.needs_fetch(ORIGIN, 6.0)
+    known = RobotsBook(RobotsConfig(retries=2, backoff=1.0))
+    known.started(ORIGIN)
+    known.fetched(ORIGIN, 0.0, 200, RULES, UA)
+    known.started(ORIGIN)
+    assert known.retries_spent(ORIGIN, 5.0, 503, UA).settled
+    assert known.verdict(ORIGIN, f"{ORIGIN}/ok", UA) is Verdict.ALLOW  # old rules in force
+    assert known.verdict(ORIGIN, f"{ORIGIN}/private", UA) is Verdict.DENY
+
+
 def test_stale_rules_are_refetched_and_kept_while_the_refetch_fails() -> None:
     book = RobotsBook(RobotsConfig(max_age=100.0, retries=1))
     book.started(ORIGIN)

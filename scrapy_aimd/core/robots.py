@@ -253,6 +253,14 @@ class RobotsBook:
     def started(self, origin: str) -> None:
         self.state(origin).fetching = True
 
+    def retries_spent(
+        self, origin: str, now: float, status: int | None, user_agent: str
+    ) -> FetchResult:
+        """Record an unreachable fetch after which no retry is left: another process
+        of the crawl spent them. The same end as the last of them fetched here."""
+        self.state(origin).failures = self.config.retries
+        return self.fetched(origin, now, status, b"", user_agent)
+
     def fetched(
         self, origin: str, now: float, status: int | None, body: bytes, user_agent: str
     ) -> FetchResult:
