@@ -624,7 +624,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help="also crawl these hosts alone with their limits removed (the crawler's own bound)",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Scrapy setting for every crawler (a JSON value, or a string),"
+        " e.g. CONCURRENT_REQUESTS_PER_DOMAIN=16",
+    )
     args = parser.parse_args(argv)
+    try:
+        args.settings = dict(setting_arg(value) for value in args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.cap is not None and args.cap <= 0:
@@ -632,18 +644,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def setting_arg(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` from the command line: the value as JSON if it is, else a string."""
+    name, equals, raw = text.partition("=")
+    if not equals or not name:
+        raise ValueError(f"--set {text!r}: expected NAME=VALUE")
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     specs = specs_from_json(json.loads(args.farm.read_text())) if args.farm else benchmark_farm()
     possible = possible_crawl_seconds(specs, concurrency=CONCURRENT_REQUESTS)
     cap = args.cap if args.cap is not None else default_cap(possible)
-    chosen = [CONTENDERS[name] for name in (args.only or CONTENDERS)]
+    chosen = [
+        dataclasses.replace(c, settings={**c.settings, **args.settings})
+        for c in (CONTENDERS[name] for name in (args.only or CONTENDERS))
+    ]
     pages = sum(len(spec.page_ids()) for spec in specs)
     print(f"machine: {machine()}")
     print(
         f"farm: {len(specs)} hosts, {pages:,} pages; possible crawl time {possible:.2f} s;"
         f" cap {cap:.0f} s; {args.runs} run(s) of {', '.join(c.name for c in chosen)}"
     )
+    if args.settings:
+        print(f"settings for every crawler: {args.settings}")
     runs: dict[str, list[CrawlRun]] = {c.name: [] for c in chosen}
     with tempfile.TemporaryDirectory(prefix="bench-farm-") as temp:
         base = args.keep or Path(temp)

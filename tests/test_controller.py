@@ -1441,6 +1441,25 @@ class QueueHost:
 
 
 @dataclasses.dataclass
+class SoftHost:
+    """A server with room for ``room`` requests at once: above that its pages take
+    ``in_flight / room`` times as long, so its throughput stays at ``room / latency``
+    however many are sent (the benchmark farm's ``slow`` host: soft_capacity)."""
+
+    room: int
+    latency: float
+    jitter: random.Random = dataclasses.field(default_factory=lambda: random.Random(6))
+    busy_until: list[float] = dataclasses.field(default_factory=list)
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        self.busy_until = [t for t in self.busy_until if t > now]
+        in_flight = len(self.busy_until) + 1
+        latency = self.latency * self.jitter.uniform(0.8, 1.2) * max(1.0, in_flight / self.room)
+        self.busy_until.append(now + latency)
+        return 200, latency, None
+
+
+@dataclasses.dataclass
 class ShiftHost:
     """A healthy host whose normal latency changes once (cached pages, then dynamic ones)."""
 
@@ -1730,6 +1749,11 @@ SCENARIOS: dict[str, Scenario] = {
     "capacity 10, 1 s, max 16": Scenario(
         lambda: CapacityHost(10, 1.0), 10 / 1.0, 0.9, config=(("max_concurrency", 16),)
     ),
+    # ... or one with room for 10 that only becomes slower above it (the benchmark
+    # farm's "slow" host), crawled with a limit above its room.
+    "room for 10, slower above, 1 s, max 16": Scenario(
+        lambda: SoftHost(10, 1.0), 10 / 1.0, 0.9, config=(("max_concurrency", 16),)
+    ),
     # A bursty bucket that asks for 2 s pauses.
     "bucket 20/s b20, RA 2, 0.2 s": Scenario(
         lambda: TokenBucket(20, 20, 0.2, retry_after=2.0), 20.0, 0.85
@@ -1883,6 +1907,53 @@ def test_a_short_crawl(name: str, pages: int, seconds: float, refused: int) -> N
     assert result.ok == pages
     assert result.duration <= seconds, result
     assert result.throttled <= refused, result
+
+
+def limits_from(result: SimResult, since: float) -> list[int]:
+    """The concurrency limits in force from ``since`` on."""
+    before = [limit for when, limit in result.limits if when <= since]
+    return before[-1:] + [limit for when, limit in result.limits if when > since]
+
+
+def mean_limit(result: SimResult, since: float) -> float:
+    """The concurrency limit over time from ``since`` to the end of the run."""
+    total, (at, limit) = 0.0, (since, 1)
+    for when, new in result.limits:
+        if when > since:
+            total += limit * (when - at)
+            at = when
+        limit = new
+    return (total + limit * (result.duration - at)) / (result.duration - since)
+
+
+def test_slow_start_stops_where_the_pages_become_slower() -> None:
+    # Room for 10 and a limit of 16: doubling from 8 to 16 only queues six requests
+    # at the host (its pages take 1.6 s instead of 1 s, for no more throughput), so
+    # slow start ends near the host's room, where the pages became slower, and the
+    # limit grows no further once they are KNEE_RISE (1.25) times slower: 12 or 13.
+    # (Before: back to 16 by additive growth, pages of 1.47 s on average.)
+    model = SoftHost(10, 1.0)
+    result = simulate(ControllerConfig(max_concurrency=16), model, 120.0)
+    assert result.rate >= 0.9 * 10.0, result
+    assert max(limits_from(result, 20.0)) <= 13, result.limits
+    assert mean_limit(result, 20.0) <= 13.0, result.limits
+    assert result.mean_latency <= 1.3, result
+
+
+def test_slow_start_on_a_host_that_is_not_slower_under_load_goes_on_doubling() -> None:
+    # The same limit on a host that serves 16 at once at the same latency: 1, 2, 4,
+    # 8, 16 in five rounds.
+    result = simulate(ControllerConfig(max_concurrency=16), HealthyHost(1.0), 30.0)
+    reached = next(t for t, limit in result.limits if limit == 16)
+    assert reached <= 5 * 1.2 + 0.5, result.limits
+
+
+def test_mixed_fast_and_slow_pages_do_not_end_slow_start() -> None:
+    # Half the pages static (5 ms), half dynamic (0.5 s), in turns: the round's
+    # latencies change with its mix of pages, not with the load.
+    model = PathHost(0.5, 0.005, 2, 2)
+    result = simulate(ControllerConfig(max_concurrency=16), model, 30.0)
+    assert max(limit for _, limit in result.limits) == 16, result.limits
 
 
 def test_a_fast_robots_txt_does_not_slow_the_pages() -> None:

@@ -254,6 +254,10 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"survivor_fetches": [[1.0]]},
         {"survivor_fetches": [None]},
         {"survivor_fetches": [[1.0, math.nan]]},
+        {"round_pages": "slow"},
+        {"round_pages": [-1.0]},
+        {"unloaded": [1.0]},
+        {"unloaded": "light"},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:

@@ -146,6 +146,20 @@ SNAP = 0.001
 busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
 simulated host."""
 
+KNEE_RISE = 1.25
+"""A full round whose median page latency is more than this times the median of the
+last round that grew the limit found the host's room: its pages became slower with
+the load, so more in flight only queues at the host (TCP's HyStart reads the same
+sign from its round-trip times). The farm's ``slow`` host (room for 10, pages of
+0.8-1.2 s, slower above 10) with a limit of 16: slow start doubled 8 to 16 and kept
+six requests queued at the host for no more throughput, its pages taking 1.6 s. The
+median of a round of jittered pages (+-20 %) stays within 10 % of the last one's."""
+
+KNEE_PAGES = 4
+"""... judged on rounds of at least this many pages slower than ``fast_latency``:
+cached or static pages of milliseconds tell nothing of a queue, and on a host that
+mixes them with dynamic pages a round's median follows its mix of pages."""
+
 
 #: Fields that must be above zero (a zero step or window would stall the rules).
 POSITIVE_FIELDS = (
@@ -341,6 +355,9 @@ class _Round:
     for as long as its answers take."""
     full_since: float | None = None
     """Since when the limit has been full, if it is."""
+    pages: list[float] = field(default_factory=list)
+    """Latencies of the round's 2xx pages slower than ``fast_latency`` (see
+    ``KNEE_RISE``)."""
 
 
 @dataclass(slots=True)
@@ -567,6 +584,9 @@ class HostController:
     """When the host last went back to its state from before an outage."""
     _answered_well: bool = field(init=False, default=False)
     """A page of the host came back 2xx or 3xx (see :attr:`answered_well`)."""
+    _unloaded: tuple[float, float] | None = field(init=False, default=None)
+    """The median page latency of the last full round that grew the limit, and when:
+    the host's pages at a load it took without slowing (see ``KNEE_RISE``)."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -696,6 +716,13 @@ class HostController:
         self._answered_well = True
         if status < 300:
             self._latency.add(latency, now)
+            if latency > self.cfg.fast_latency and ticket.round == self._round_number:
+                pages = self._round.pages
+                pages.append(latency)
+                if len(pages) > LATENCY_SAMPLES:
+                    del pages[0]
+                if self._slow_start and 2 * len(pages) >= self._concurrency:
+                    self._found_room(self._round, now)
         threshold = self._latency_threshold()
         slow = latency > threshold
         if status < 300 and self._rise is not None and self._acted_on(ticket):
@@ -746,6 +773,7 @@ class HostController:
         self._set_gap(min(self._gap, gap))
         self._slow_start = slow_start
         self._latency.new_normal(median, self.cfg.latency_factor, now)
+        self._unloaded = None
         self._fresh_round(now)
         return True
 
@@ -1196,9 +1224,40 @@ class HostController:
                 return
             if self._concurrency >= overloaded_at[0]:
                 self._overloaded_at = None  # a full round there went well: it has changed
+        if self._found_room(round_, now):
+            return
         grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
         self._concurrency = min(self.cfg.max_concurrency, grown)
         self._fresh_round(now)
+
+    def _found_room(self, round_: _Round, now: float) -> bool:
+        """A full round whose pages became slower than at the last limit that grew
+        (``KNEE_RISE``) does not grow the limit: the host queues what is above its
+        room. In slow start the limit goes back to that room, estimated as the limit
+        over the slowdown (a server whose pages take n / room times as long with n
+        in flight), never below the limit before the doubling; after slow start it
+        holds, and after ``probe_time`` of slower rounds their latency is the host's
+        new normal, against which the limit grows again."""
+        pages = sorted(round_.pages)
+        if len(pages) < KNEE_PAGES:
+            return False
+        median = pages[(len(pages) - 1) // 2]
+        unloaded = self._unloaded
+        if unloaded is not None and median > KNEE_RISE * unloaded[0]:
+            if self._slow_start:
+                self._slow_start = False
+                room = round(self._concurrency * unloaded[0] / median)
+                self._concurrency = max((self._concurrency + 1) // 2, room)
+                # The queue of the doubling is not read as a rise: its answers are
+                # from before this decrease (at most one per round).
+                self._round_number += 1
+            self._fresh_round(now)
+            return True
+        if unloaded is None or (self._slow_start and median < unloaded[0]):
+            # Set in slow start, at the lightest loads; after it the rounds'
+            # medians, many and jittered, would only drift it down.
+            self._unloaded = (median, now)
+        return False
 
     def _loaded(self, round_: _Round, now: float) -> bool:
         """The limit was full for as long as the host's answers take (its slow pages,
@@ -1396,6 +1455,8 @@ class HostController:
             "outage": None if self._outage is None else _outage_state(self._outage),
             "restored_at": _finite_or_none(self._restored_at),
             "answered_well": self._answered_well,
+            "round_pages": list(rnd.pages),
+            "unloaded": None if self._unloaded is None else list(self._unloaded),
         }
         return {
             "version": _STATE_VERSION,
@@ -1513,6 +1574,11 @@ class HostController:
         self._outage = _state_outage(m.get("outage"))
         self._restored_at = _state_time(m, "restored_at", -math.inf)
         self._answered_well = _state_bool(m, "answered_well", self._answered_well)
+        rnd.pages = _state_floats(m, "round_pages", m.get("round_pages", []), None)[
+            -LATENCY_SAMPLES:
+        ]
+        unloaded = _state_pair(m, "unloaded")
+        self._unloaded = None if unloaded is None else (unloaded[0], unloaded[1])
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
@@ -1593,6 +1659,9 @@ def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
     accepted = moved.get("accepted")
     if isinstance(accepted, list):
         moved["accepted"] = [move(t) for t in accepted]
+    unloaded = moved.get("unloaded")
+    if isinstance(unloaded, list) and len(unloaded) == 2:
+        moved["unloaded"] = [unloaded[0], move(unloaded[1])]
     fetches = moved.get("survivor_fetches")
     if isinstance(fetches, list):
         moved["survivor_fetches"] = [
