@@ -511,3 +511,29 @@ def test_in_an_outage_the_gap_grows_by_a_quarter_or_to_a_quarter_of_its_age(
     host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
     assert host.floor <= host.delay <= max(cfg.max_delay, host.floor)
     assert 1 <= host.concurrency <= cfg.max_concurrency
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    latency=st.floats(min_value=0.3, max_value=5.0),
+    max_concurrency=st.integers(min_value=2, max_value=64),
+    jitter=st.lists(st.floats(min_value=0.9, max_value=1.1), min_size=1, max_size=200),
+)
+def test_pages_that_do_not_slow_with_the_load_never_end_slow_start(
+    latency: float, max_concurrency: int, jitter: list[float]
+) -> None:
+    """Pages within 10 % of one latency, whatever the load: no round is KNEE_RISE
+    (1.25) times slower than another, so slow start doubles up to the limit in
+    log2(max_concurrency) + 1 full rounds."""
+    host = HostController(ControllerConfig(max_concurrency=max_concurrency))
+    now, answered = 0.0, 0
+    for _ in range(math.ceil(math.log2(max_concurrency)) + 1):
+        tickets = []
+        while host.ready_at(now) <= now:
+            tickets.append(host.start(now))
+        times = [latency * jitter[(answered + i) % len(jitter)] for i in range(len(tickets))]
+        answered += len(tickets)
+        for ticket, took in sorted(zip(tickets, times, strict=True), key=lambda pair: pair[1]):
+            host.finish(ticket, now + took, status=200, latency=took)
+        now += max(times)
+    assert host.concurrency == max_concurrency
