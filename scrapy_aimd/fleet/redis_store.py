@@ -481,6 +481,8 @@ class FleetFrontier(Generic[T]):
         if data is None:
             return None
         replica = self._replicas.get(host)
+        if replica is not None and replica.up_to_date(data):
+            return replica.controller  # asked four times a request: nothing new since
         try:
             if replica is None or not replica.fits(data, math.inf):
                 replica = self._replicas[host] = Replica.of(self._cfg(host)[0], data)
@@ -488,6 +490,7 @@ class FleetFrontier(Generic[T]):
         except ValueError:
             self._replicas.pop(host, None)
             return None  # the next feedback reports it, naming the key
+        replica.viewed = data
         return replica.controller
 
     def reap(self, limit: int = 1000) -> int:

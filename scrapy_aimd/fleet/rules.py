@@ -151,6 +151,9 @@ class Replica:
     latest: float = -math.inf
     """The time of the latest entry replayed."""
     stray: int = 0
+    viewed: HostData | None = None
+    """The host data whose whole log this replica replayed last (see
+    :meth:`up_to_date`): asked again about the same data, it has nothing to do."""
 
     @classmethod
     def of(cls, cfg: ControllerConfig, data: HostData) -> Replica:
@@ -167,6 +170,11 @@ class Replica:
             and self.latest <= at
             and data.log[: len(replayed)] == replayed
         )
+
+    def up_to_date(self, data: HostData) -> bool:
+        """Already moved through all of ``data`` (the same object: host data is
+        never changed in place, a reply makes a new one)."""
+        return self.viewed is data and len(self.replayed) == len(data.log)
 
     def replay(self, log: Sequence[str], at: float) -> None:
         """Replay the entries of ``log`` past those replayed, up to ``at`` (each
@@ -196,6 +204,7 @@ class Replica:
         log entries it replayed are dropped from the log."""
         self.version, self.state = version, state
         self.replayed, self.latest, self.stray = [], -math.inf, 0
+        self.viewed = None
 
 
 def apply(
