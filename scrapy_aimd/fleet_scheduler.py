@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals as scrapy_signals
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
@@ -73,8 +74,10 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
 
+    from scrapy_aimd.core.controller import Reaction
     from scrapy_aimd.fleet import FleetStatus
 
 logger = logging.getLogger(__name__)
@@ -86,6 +89,10 @@ POLL = 0.2
 STATUS_TTL = 0.1
 #: Seconds between two checks for requests the engine is done with.
 DONE_EVERY = 0.05
+#: Seconds that answers, sends and leases done wait for the next claim to carry
+#: them before they go alone (the engine asks for the next request as soon as a
+#: download ends, so they seldom wait that long).
+FLUSH_AFTER = 0.02
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
 #: robots.txt requests a worker tries to place per ``next_request`` call.
@@ -202,6 +209,8 @@ class FleetScheduler:
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``).
+        self._flush_call: CallLaterResult | None = None
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
         self._failed = False
@@ -253,6 +262,9 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
+        if self._flush_call is not None:
+            self._flush_call.cancel()
+            self._flush_call = None
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -264,6 +276,7 @@ class FleetScheduler:
             try:
                 self._flush()
                 self._finish_done(force=True)
+                self.frontier.flush()
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
@@ -307,6 +320,8 @@ class FleetScheduler:
 
     def has_pending_requests(self) -> bool:
         if self.local or self.pending or self.claims or self.robots_waiting:
+            return True
+        if self.frontier is not None and self.frontier.waiting:
             return True
         if self.robots is not None and self.robots.held:
             return True
@@ -515,9 +530,25 @@ class FleetScheduler:
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
         if back:
             self.frontier.give_back(back)
-        self.frontier.done(finished)
+        self.frontier.done_later(finished)  # with the next claim
+        self._flush_soon()
         for request in done:
             self.flights.settle(request)
+
+    def _flush_soon(self) -> None:
+        """What waits for the next claim goes alone after ``FLUSH_AFTER`` if no
+        claim took it: other workers see each answer soon, whatever this one does."""
+        if self._flush_call is None:
+            self._flush_call = call_later(FLUSH_AFTER, self._flush_waiting)
+
+    def _flush_waiting(self) -> None:
+        self._flush_call = None
+        if self.lost or self.frontier is None or not self.frontier.waiting:
+            return
+        try:
+            self.frontier.flush()
+        except Exception as exc:
+            self._stop(exc, "feedback")
 
     def _fleet_status(self) -> FleetStatus | None:
         now = self.clock()
@@ -577,10 +608,8 @@ class FleetScheduler:
     def _report_sent(self, request: Request, claim: Claim[Request]) -> None:
         if self.claims.get(request) is not claim or self.lost or self.frontier is None:
             return  # answered or released meanwhile: its feedback said all
-        try:
-            self.frontier.sent(claim)
-        except Exception as exc:
-            self._stop(exc, "request_reached_downloader")
+        self.frontier.sent_later(claim)  # with the next claim, timed now
+        self._flush_soon()
 
     def _on_feedback(self, request: Request, **feedback: Any) -> None:
         """``response_feedback``: the answer goes to the host's state in Redis. A
@@ -599,7 +628,15 @@ class FleetScheduler:
         if ROBOTS_META in request.meta:
             self.robots_answers[request] = (at, feedback)
             return
-        self._answer(request, claim, at, feedback)
+        self._answer(request, claim, at, feedback, later=self._may_wait(claim.host, feedback))
+
+    def _may_wait(self, host: str, feedback: Mapping[str, Any]) -> bool:
+        """The answer can wait for the next claim: its reaction cannot be a refusal
+        (not a throttle status, not a timeout), so the feedback middleware has
+        nothing to requeue and need not know it now."""
+        if feedback.get("exception") is not None or feedback.get("status") is None:
+            return not feedback.get("timeout")
+        return feedback.get("status") not in self.configs.for_host(host).throttle_codes
 
     def _answer(
         self,
@@ -607,8 +644,11 @@ class FleetScheduler:
         claim: Claim[Request],
         at: float,
         feedback: Mapping[str, Any],
+        *,
+        later: bool = False,
     ) -> None:
-        """Apply an answer that came at ``at`` (the fleet's clock) to its host's state."""
+        """Apply an answer that came at ``at`` (the fleet's clock) to its host's
+        state: now, or ``later`` with the next claim (then reported once stored)."""
         assert self.frontier is not None
         host, now = claim.host, self.clock()
         known = self._controller(host)
@@ -616,24 +656,61 @@ class FleetScheduler:
         status, exception = feedback.get("status"), feedback.get("exception")
         timeout = bool(feedback.get("timeout"))
         told: dict[str, Any]
+        failed = exception is not None or status is None
+        if failed:
+            told = {"error": type(exception).__name__, "timeout": timeout}
+        else:
+            told = {"status": status, "latency": feedback.get("latency")}
+
+        def then(reaction: Reaction | None) -> None:
+            self._answered(request, host, now, before, told, reaction, later=True)
+
+        reaction: Reaction | None = None
         try:
-            if exception is not None or status is None:
-                reaction = self.frontier.fail(claim, timeout=timeout, now=at)
-                told = {"error": type(exception).__name__, "timeout": timeout}
+            if status is None or failed:
+                if later:
+                    self.frontier.fail_later(claim, timeout=timeout, now=at, then=then)
+                else:
+                    reaction = self.frontier.fail(claim, timeout=timeout, now=at)
+            elif later:
+                self.frontier.finish_later(
+                    claim,
+                    status=status,
+                    latency=feedback.get("latency"),
+                    now=at,
+                    then=then,
+                )
             else:
-                latency = feedback.get("latency")
                 reaction = self.frontier.finish(
                     claim,
                     status=status,
-                    latency=latency,
+                    latency=feedback.get("latency"),
                     retry_after=feedback.get("retry_after"),
                     now=at,
                     page=ROBOTS_META not in request.meta,
                 )
-                told = {"status": status, "latency": latency}
         except Exception as exc:
             self._stop(exc, "feedback")
             return
+        if later:
+            self._flush_soon()
+        else:
+            self._answered(request, host, now, before, told, reaction, later=False)
+
+    def _answered(
+        self,
+        request: Request,
+        host: str,
+        now: float,
+        before: tuple[float, int],
+        told: dict[str, Any],
+        reaction: Reaction | None,
+        *,
+        later: bool,
+    ) -> None:
+        """The stored reaction to an answer handled at ``now``: to the reporter, and
+        to the feedback middleware unless it was stored later (it could not be a
+        refusal: nothing for the middleware to do)."""
         if reaction is None:
             return
         if reaction.paused_until is not None:
@@ -641,7 +718,7 @@ class FleetScheduler:
             local_end = now + (reaction.paused_until - self.fleet.now())
             reaction = replace(reaction, paused_until=local_end)
         self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
-        flight = self.flights.get(request)
+        flight = self.flights.get(request) if not later else None
         if flight is not None:
             flight.reaction = reaction
 

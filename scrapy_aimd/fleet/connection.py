@@ -192,8 +192,9 @@ class Fleet:
         self._server_time, self._local_time = value, time.monotonic()
         return value
 
-    def call(self, script: str, *args: Any) -> Any:
-        """Run a fleet script: one round trip (two if Redis lost the script)."""
+    def call(self, script: str, *args: Any, what: str = "") -> Any:
+        """Run a fleet script: one round trip (two if Redis lost the script).
+        ``what``: what the call does, for errors (default: the script's name)."""
         source = self._scripts[script]
         arguments = (self.prefix, *args)
         try:
@@ -211,7 +212,7 @@ class Fleet:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise FleetConnectionLost(
                 f"Lost the connection to Redis at AIMD_REDIS_URL={masked_url(self.url)!r} "
-                f"({script}): {exc}"
+                f"({what or script}): {exc}"
             ) from exc
         except redis.ResponseError as exc:
             message = str(exc)
@@ -220,9 +221,13 @@ class Fleet:
                     f"Redis key {message[len(_KEY_ERROR) :]} "
                     f"(AIMD_FLEET_KEY={self.prefix!r}); not touched"
                 ) from exc
-            raise FleetStoreError(f"Redis refused the fleet's {script} script: {exc}") from exc
+            raise FleetStoreError(
+                f"Redis refused the fleet's {script} script ({what or script}): {exc}"
+            ) from exc
         except redis.RedisError as exc:
-            raise FleetStoreError(f"Redis failed in the fleet's {script} script: {exc}") from exc
+            raise FleetStoreError(
+                f"Redis failed in the fleet's {script} script ({what or script}): {exc}"
+            ) from exc
 
     def _evalsha(self, sha: str, arguments: tuple[Any, ...]) -> Any:
         """EVALSHA on a connection of the client's own pool, held by this fleet:

@@ -16,6 +16,15 @@ with another worker's takes one more per retry.
   ran, their children are pushed): their leases go. Until then a worker killed
   loses nothing: the lease expires and the request is queued again.
 
+What need not be answered at once waits for the next claim and goes with it,
+in the same script: answers whose reaction cannot be a refusal
+(:meth:`~FleetFrontier.finish_later`, :meth:`~FleetFrontier.fail_later`),
+sends (:meth:`~FleetFrontier.sent_later`) and leases done
+(:meth:`~FleetFrontier.done_later`). A fleet worker then costs one round trip
+a request; :meth:`~FleetFrontier.flush` sends them alone, and every other call
+that reads or moves a host's state sends them first, so that each host sees
+its events in order.
+
 Requests go in and out as bytes through the caller's codec (the JOBDIR's
 :class:`~scrapy_aimd.jobdir.RequestCodec`). No Scrapy import.
 """
@@ -127,6 +136,23 @@ class Wait:
     leased: int
 
 
+@dataclass(slots=True)
+class _Answer:
+    """An answer (or a change of a host) not yet stored: ``event`` moves the host's
+    controller at ``at``; ``then`` is told the stored reaction."""
+
+    host: str
+    lease: str
+    event: Event
+    at: float
+    then: Callable[[Reaction | None], None]
+    done: bool = False
+    #: Filled when it goes: when it was applied (after the log it knew of), and
+    #: the result that was sent.
+    applied_at: float = 0.0
+    result: Applied | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class FleetStatus:
     """The fleet as a whole, for the closing rule (``AIMD_FLEET_IDLE_CLOSE``)."""
@@ -192,6 +218,13 @@ class FleetFrontier(Generic[T]):
         self.unserializable = 0
         #: Per host: feedbacks, and of them those applied again (a lost race).
         self.feedbacks_by_host: dict[str, list[int]] = {}
+        #: What goes with the next call (see the module's docstring): answers,
+        #: sends (host, lease, time) and leases done.
+        self._answers: list[_Answer] = []
+        self._sent: list[tuple[str, str, str]] = []
+        self._done: list[str] = []
+        #: Leases the latest call forgot of those it carried as done.
+        self._forgotten = 0
 
     # -- queue -------------------------------------------------------------------------
 
@@ -246,12 +279,15 @@ class FleetFrontier(Generic[T]):
 
     def claim(self) -> Claim[T] | Wait:
         """The best request of a host that may start now, leased; or when one may.
-        One round trip (a request that cannot be read costs one more, to drop it)."""
+        One round trip, which also takes what waits for it (answers, sends, leases
+        done); a feedback that lost a race costs one more, and so does a request
+        that cannot be read (to drop it)."""
         while True:
-            reply = self.fleet.call("claim", repr(self.lease_time), REAP_PER_CLAIM)
+            reply, retries = self._exchange(claim=True)
             if reply[0] == 0:
                 self.counters.claim_misses += 1
                 self.counters.reaped += int(reply[5])
+                self._store_again(retries)
                 return Wait(
                     ready_at=float(reply[1]),
                     now=self.fleet.saw_time(reply[2]),
@@ -260,6 +296,7 @@ class FleetFrontier(Generic[T]):
                 )
             member = reply[3]
             lease_id, host, started, expires = self._claimed(reply)
+            self._store_again(retries)
             try:
                 item = self._decode(member[_ARRIVAL_CHARS:])
             except Exception:
@@ -274,6 +311,165 @@ class FleetFrontier(Generic[T]):
                 continue
             self.counters.claims += 1
             return Claim(lease_id, host, item, started, expires)
+
+    def flush(self) -> None:
+        """Send what waits for the next claim now, without claiming (one round trip;
+        none if nothing waits)."""
+        if self._answers or self._sent or self._done:
+            _, retries = self._exchange(claim=False)
+            self._store_again(retries)
+
+    @property
+    def waiting(self) -> bool:
+        """Answers, sends or leases done wait for the next call."""
+        return bool(self._answers or self._sent or self._done)
+
+    def _exchange(self, *, claim: bool) -> tuple[list[Any], list[_Answer]]:
+        """One claim script: what waits, then a claim if ``claim``. Returns the
+        claim's reply (empty without a claim) and the answers that lost a race,
+        to be stored again once the claim's reply is read."""
+        answers, self._answers = self._answers, []
+        sent, self._sent = self._sent, []
+        done, self._done = self._done, []
+        args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, "1" if claim else "0"]
+        args += (len(sent), len(answers), len(done))
+        for report in sent:
+            args += report
+        last = {answer.host: index for index, answer in enumerate(answers)}
+        for index, answer in enumerate(answers):
+            args += self._prepare(answer)
+            args.append("1" if last[answer.host] == index else "0")
+        args += done
+        carried = [("feedback", answers), ("sent", sent), ("done", done)]
+        what = ", ".join(name for name, items in carried if items)
+        what = f"claim{' with ' if what else ''}{what}" if claim else what
+        now, reply, results, forgotten = self.fleet.call("claim", *args, what=what)
+        self.fleet.saw_time(now)
+        self._forgotten = int(forgotten)
+        retries = []
+        for index, (answer, result) in enumerate(zip(answers, results, strict=True)):
+            if result[0] == 1:
+                log = result[3:] if last[answer.host] == index else None
+                self._stored(answer, int(float(result[1])), bool(result[2]), log)
+            else:
+                self._lost_race(answer, result)
+                retries.append(answer)
+        return reply, retries
+
+    def _prepare(self, answer: _Answer) -> list[Any]:
+        """Apply the answer to the host as this worker last saw it (an earlier
+        answer of the same call included), the feedback's arguments as sent."""
+        host = answer.host
+        self.counters.feedbacks += 1
+        self.feedbacks_by_host.setdefault(host, [0, 0])[0] += 1
+        data = self._hosts.get(host) or HostData()
+        at = answer.at
+        if data.log:
+            # Never before what this worker already knew had happened at the host
+            # (its own claims, as in a single process, where a start made before
+            # an answer was handled comes first): the host's controller in hand
+            # has those entries replayed, and goes on without a restore.
+            try:
+                at = max(at, parse_entry(data.log[-1])[2])
+            except ValueError as exc:
+                log_key = self.fleet.key(f"e:{host}")
+                raise FleetStoreError(
+                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
+                ) from exc
+        answer.applied_at = at
+        result = self._apply(answer, data)
+        # The next answer of the same host in this call goes on from this one (the
+        # script takes none after one that lost its race).
+        self._hosts[host] = HostData(
+            data.version + 1, result.state, result.tickets, data.log[result.replayed :]
+        )
+        result.replica.stored(data.version + 1, result.state)
+        self._replicas[host] = result.replica
+        return self._feedback_args(answer, data, result)
+
+    def _apply(self, answer: _Answer, data: HostData) -> Applied:
+        host = answer.host
+        cfg = self._cfg(host)[0]
+        # The replica is taken: the event moves it on, and it is kept again only
+        # once its state is stored.
+        replica = self._replicas.pop(host, None)
+        try:
+            result = apply(
+                cfg, data, answer.event, lease=answer.lease, at=answer.applied_at, replica=replica
+            )
+        except ValueError as exc:
+            key = self.fleet.key(f"h:{host}")
+            raise FleetStoreError(
+                f"Redis key {key} holds a state that cannot be read: {exc}"
+            ) from exc
+        answer.result = result
+        return result
+
+    def _feedback_args(self, answer: _Answer, data: HostData, result: Applied) -> list[Any]:
+        return [
+            answer.host,
+            data.version,
+            result.state,
+            *result.limits.as_args(),
+            answer.lease,
+            "1" if answer.done else "0",
+            repr(self.callback_time),
+            result.tickets,
+            result.replayed,
+            result.last_replayed,
+            repr(answer.applied_at),
+        ]
+
+    def _stored(self, answer: _Answer, version: int, released: bool, log: list[Any] | None) -> None:
+        """The answer's state is stored as ``version``; ``log``: the host's log
+        after it, when the reply carries it (the host's last answer of a call)."""
+        result = answer.result
+        assert result is not None
+        if log is not None:
+            self._hosts[answer.host] = HostData(
+                version, result.state, result.tickets, [e.decode() for e in log]
+            )
+        self.stray_starts += result.stray
+        if answer.lease and not released:
+            self.counters.late_feedback += 1
+        answer.then(result.reaction)
+
+    def _lost_race(self, answer: _Answer, reply: list[Any]) -> None:
+        """Another worker's feedback or claim came first: the host as it is now."""
+        self.counters.conflicts += 1
+        self.feedbacks_by_host[answer.host][1] += 1
+        self._replicas.pop(answer.host, None)
+        version, state, tickets = reply[1:4]
+        self._hosts[answer.host] = HostData(
+            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in reply[4:]]
+        )
+
+    def _store_again(self, answers: list[_Answer]) -> None:
+        """Answers that lost a race, applied again to the host as it is now until
+        stored: one round trip each time."""
+        for answer in answers:
+            self._store_alone(answer)
+
+    def _store_alone(self, answer: _Answer) -> None:
+        key = self.fleet.key(f"h:{answer.host}")
+        for _ in range(MAX_ATTEMPTS):
+            data = self._hosts.get(answer.host) or HostData()
+            result = self._apply(answer, data)
+            reply = self.fleet.call("feedback", *self._feedback_args(answer, data, result))
+            self.fleet.saw_time(reply[3])
+            if reply[0] == 1:
+                version = int(float(reply[1]))
+                self._hosts[answer.host] = HostData(
+                    version, result.state, result.tickets, [e.decode() for e in reply[4:]]
+                )
+                result.replica.stored(version, result.state)
+                self._replicas[answer.host] = result.replica
+                self._stored(answer, version, bool(reply[2]), None)
+                return
+            self._lost_race(answer, [reply[0], reply[1], reply[2], reply[4], *reply[5:]])
+        raise FleetStoreError(
+            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
+        )
 
     def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
         """A claim's or a hold's reply: the host as it shows it is kept; the lease,
@@ -299,6 +495,7 @@ class FleetFrontier(Generic[T]):
         (:mod:`~scrapy_aimd.fleet.robots_store`): its stored answer if there is
         one, a wait while another worker holds its lock, and with the place the
         lock, for as long as the lease."""
+        self.flush()  # the host's events in order
         gap, limit = self._initial(host)
         reply = self.fleet.call(
             "hold", host, repr(self.lease_time), gap, limit, origin, self.fleet.token
@@ -329,7 +526,37 @@ class FleetFrontier(Generic[T]):
         place is freed (the lease itself stays until :meth:`done`, or goes now if
         ``done``). None if the host's controller did not know the request.
         ``page`` is False for an answer that is not one of the host's pages
-        (robots.txt), as ``HostController.finish`` takes it."""
+        (robots.txt), as ``HostController.finish`` takes it. Stored now, with
+        whatever waited for the next call: one round trip."""
+        got: list[Reaction | None] = []
+        self.finish_later(
+            claim,
+            status=status,
+            latency=latency,
+            retry_after=retry_after,
+            now=now,
+            done=done,
+            page=page,
+            then=got.append,
+        )
+        self.flush()
+        return got[0]
+
+    def finish_later(
+        self,
+        claim: Claim[T],
+        *,
+        status: int,
+        then: Callable[[Reaction | None], None],
+        latency: float | None = None,
+        retry_after: float | None = None,
+        now: float | None = None,
+        done: bool = False,
+        page: bool = True,
+    ) -> None:
+        """:meth:`finish`, stored with the next call; ``then`` is told the reaction
+        once it is. For an answer whose reaction the caller need not know at once
+        (one that cannot be a refusal: the host's events keep their order)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             if ticket is None:
@@ -339,18 +566,34 @@ class FleetFrontier(Generic[T]):
             )
 
         at = self._event_time(claim, now, latency)
-        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
+        self._answers.append(_Answer(claim.host, claim.lease, event, at, then, done))
 
     def fail(
         self, claim: Claim[T], *, timeout: bool, now: float | None = None, done: bool = False
     ) -> Reaction | None:
-        """The download failed without a response (a timeout is a throttle signal)."""
+        """The download failed without a response (a timeout is a throttle signal).
+        Stored now, with whatever waited for the next call: one round trip."""
+        got: list[Reaction | None] = []
+        self.fail_later(claim, timeout=timeout, now=now, done=done, then=got.append)
+        self.flush()
+        return got[0]
+
+    def fail_later(
+        self,
+        claim: Claim[T],
+        *,
+        timeout: bool,
+        then: Callable[[Reaction | None], None],
+        now: float | None = None,
+        done: bool = False,
+    ) -> None:
+        """:meth:`fail`, stored with the next call (see :meth:`finish_later`)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             return None if ticket is None else controller.fail(ticket, at, timeout=timeout)
 
         at = self._event_time(claim, now)
-        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
+        self._answers.append(_Answer(claim.host, claim.lease, event, at, then, done))
 
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
@@ -361,7 +604,8 @@ class FleetFrontier(Generic[T]):
             change(controller)
 
         at = self.fleet.now() if now is None else now
-        self._update(host, event, at=at, lease="", done=False)
+        self._answers.append(_Answer(host, "", event, at, lambda reaction: None))
+        self.flush()
 
     def _event_time(
         self, claim: Claim[T], now: float | None, latency: float | None = None
@@ -376,102 +620,54 @@ class FleetFrontier(Generic[T]):
             at = max(at, claim.started + latency)
         return max(at, claim.started)
 
-    def _update(
-        self, host: str, event: Event, *, at: float, lease: str, done: bool
-    ) -> Reaction | None:
-        """Apply the event to the host as this worker last saw it (its state, and
-        the log of starts and cancels up to ``at``) and store the result with a
-        check-and-set; while other workers moved the state or logged starts this
-        worker did not know of, apply it again to what the reply shows."""
-        key = self.fleet.key(f"h:{host}")
-        self.counters.feedbacks += 1
-        by_host = self.feedbacks_by_host.setdefault(host, [0, 0])
-        by_host[0] += 1
-        data = self._hosts.get(host) or HostData()
-        cfg = self._cfg(host)[0]
-        if data.log:
-            # Never before what this worker already knew had happened at the host
-            # (its own claims, as in a single process, where a start made before
-            # an answer was handled comes first): the host's controller in hand
-            # has those entries replayed, and goes on without a restore.
-            try:
-                at = max(at, parse_entry(data.log[-1])[2])
-            except ValueError as exc:
-                log_key = self.fleet.key(f"e:{host}")
-                raise FleetStoreError(
-                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
-                ) from exc
-        for _ in range(MAX_ATTEMPTS):
-            try:
-                # The replica is taken: the event moves it on, and it is kept
-                # again only once its state is stored.
-                replica = self._replicas.pop(host, None)
-                result: Applied = apply(cfg, data, event, lease=lease, at=at, replica=replica)
-            except ValueError as exc:
-                raise FleetStoreError(
-                    f"Redis key {key} holds a state that cannot be read: {exc}"
-                ) from exc
-            reply = self.fleet.call(
-                "feedback",
-                host,
-                data.version,
-                result.state,
-                *result.limits.as_args(),
-                lease,
-                "1" if done else "0",
-                repr(self.callback_time),
-                result.tickets,
-                result.replayed,
-                result.last_replayed,
-                repr(at),
-            )
-            if reply[0] == 1:
-                self.fleet.saw_time(reply[3])
-                log = [entry.decode() for entry in reply[4:]]
-                version = int(float(reply[1]))
-                data = self._hosts[host] = HostData(version, result.state, result.tickets, log)
-                result.replica.stored(version, result.state)
-                self._replicas[host] = result.replica
-                self.stray_starts += result.stray
-                if lease and not reply[2]:
-                    self.counters.late_feedback += 1
-                return result.reaction
-            self.counters.conflicts += 1
-            by_host[1] += 1
-            self.fleet.saw_time(reply[3])
-            data = HostData(
-                int(float(reply[1])),
-                reply[2].decode(),
-                reply[4].decode(),
-                [entry.decode() for entry in reply[5:]],
-            )
-        raise FleetStoreError(
-            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
-        )
-
     def sent(self, claim: Claim[T]) -> bool:
         """The claimed request left this worker now, later than its claim: the
-        host's gap counts from now (one round trip; worth it only where the host
-        has a gap). False if the lease no longer holds its place."""
-        return bool(self.fleet.call("sent", claim.host, claim.lease, repr(self.fleet.now())))
+        host's gap counts from now (one round trip, after what waits; worth it only
+        where the host has a gap). False if the lease no longer holds its place."""
+        at = repr(self.fleet.now())
+        self.flush()
+        return bool(self.fleet.call("sent", claim.host, claim.lease, at))
+
+    def sent_later(self, claim: Claim[T]) -> None:
+        """:meth:`sent`, told with the next call (the time is now's)."""
+        self._sent.append((claim.host, claim.lease, repr(self.fleet.now())))
 
     # -- leases ------------------------------------------------------------------------
 
     def done(self, leases: Iterable[str]) -> int:
-        """The crawl is done with these requests: forget their leases (one round trip).
-        A lease with no feedback (dropped before its download) frees its place.
-        Returns how many leases were still there."""
+        """The crawl is done with these requests: forget their leases (one round trip,
+        with whatever waited). A lease with no feedback (dropped before its
+        download) frees its place. Returns how many leases were still there (of
+        those whose answer did not wait with them)."""
         ids = list(leases)
         if not ids:
             return 0
-        forgotten, _ = self.fleet.call("done", *ids)
-        return int(forgotten)
+        self.done_later(ids)
+        self._forgotten = 0
+        self.flush()
+        return self._forgotten
+
+    def done_later(self, leases: Iterable[str]) -> None:
+        """:meth:`done`, with the next call. A lease whose answer waits goes with
+        that answer (so that an answer that loses its race is never taken for a
+        request dropped before its download)."""
+        waiting = {answer.lease: answer for answer in self._answers if answer.lease}
+        for lease in leases:
+            answer = waiting.get(lease)
+            if answer is not None:
+                answer.done = True
+            else:
+                self._done.append(lease)
 
     def give_back(self, leases: Iterable[str]) -> int:
         """Queue these requests again now: the worker stops without finishing them
-        (a shutdown's cancelled downloads). One round trip; returns how many."""
+        (a shutdown's cancelled downloads). One round trip after what waits;
+        returns how many."""
         ids = list(leases)
-        return int(self.fleet.call("give_back", *ids)) if ids else 0
+        if not ids:
+            return 0
+        self.flush()
+        return int(self.fleet.call("give_back", *ids))
 
     def controller(self, host: str) -> HostController | None:
         """The host's controller as this worker's latest reply about it showed it,
@@ -511,6 +707,7 @@ class FleetFrontier(Generic[T]):
 
     def host(self, host: str) -> HostView | None:
         """The host as the fleet holds it, None if it was never queued."""
+        self.flush()
         version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call("host", host)
         self.fleet.saw_time(now)
         if not version and not gap:

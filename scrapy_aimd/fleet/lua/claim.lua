@@ -1,13 +1,65 @@
--- ARGV: prefix, lease seconds, most expired leases to reap first.
--- Takes the first request of a host that may start now (by its gap, its
--- limit against its in-flight count and its pause, on the server's clock),
+-- ARGV: prefix, lease seconds, most expired leases to reap first, '1' to claim
+-- ('0': only what the call carries), then how many sent reports, feedbacks and
+-- done leases it carries, and those: each sent report as host, lease id, time
+-- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
+-- and '1' if its reply should carry the host's log; each done lease as its id.
+-- What a worker learnt since its last call goes with its next claim, in this
+-- order: the sends, the answers (a host whose feedback lost the race here
+-- takes no later feedback of this call: each was computed on the one before),
+-- the leases done; then the claim.
+-- The claim takes the first request of a host that may start now (by its gap,
+-- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply: {1, lease id, host, member, started, expires, version, state, tickets,
---         reaped, log entries...}
---     or {0, next ready time, now, queued, leased, reaped}.
+-- Reply: {now, claim, feedbacks, leases forgotten}, where claim is
+--   {1, lease id, host, member, started, expires, version, state, tickets,
+--    reaped, log entries...}, {0, next ready time, now, queued, leased, reaped},
+--   or {} without a claim; and each feedback {1, new version, released, log
+--   entries...} (the log if asked) or {0, version, state, tickets, log entries...}.
 check_meta()
 local now = server_now()
+local n_sent, n_feedback, n_done = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local i = 8
+for _ = 1, n_sent do
+  report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
+  i = i + 3
+end
+local results = {}
+local lost = {}
+for _ = 1, n_feedback do
+  local f = {}
+  for j = i, i + 12 do
+    f[#f + 1] = ARGV[j]
+  end
+  local host = f[1]
+  local ok, version, third, tickets = false, nil, nil, nil
+  if not lost[host] then
+    ok, version, third, tickets = store_feedback(f, now)
+  end
+  if ok then
+    local result = {1, version, third}
+    if ARGV[i + 13] == '1' then
+      add_log(result, host)
+    end
+    results[#results + 1] = result
+  else
+    lost[host] = true
+    local h = call('HMGET', host_key(host), 'v', 'st', 'tk')
+    results[#results + 1] = add_log({0, h[1] or '0', h[2] or '', h[3] or ''}, host)
+  end
+  i = i + 14
+end
+local forgotten = 0
+for _ = 1, n_done do
+  forgotten = forgotten + forget_lease(ARGV[i], now)
+  i = i + 1
+end
+if forgotten > 0 then
+  note_idle(now)
+end
+if ARGV[4] ~= '1' then
+  return {fmt(now), {}, results, forgotten}
+end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
 local lease_time = tonumber(ARGV[2])
@@ -38,15 +90,12 @@ while true do
       call('DECR', P .. ':n')
       rescore(host)
       local st = call('HMGET', key, 'v', 'st', 'tk')
-      local reply = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
+      local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
         st[3] or '', reaped}
-      for _, entry in ipairs(call('LRANGE', log_key(host), 0, -1)) do
-        reply[#reply + 1] = entry
-      end
-      return reply
+      return {fmt(now), add_log(claim, host), results, forgotten}
     end
   end
 end
 local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-return {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-  call('ZCARD', P .. ':leases'), reaped}
+return {fmt(now), {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+  call('ZCARD', P .. ':leases'), reaped}, results, forgotten}
