@@ -77,6 +77,10 @@ def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
             fleet.claim()
         with pytest.raises(FleetConnectionLost, match="feedback"):
             fleet.finish(claim, status=200, latency=0.01)
+        # An answer waiting for the next claim: the claim that carries it says so.
+        fleet.finish_later(claim, status=200, latency=0.01, then=lambda reaction: None)
+        with pytest.raises(FleetConnectionLost, match="claim with feedback"):
+            fleet.claim()
         with pytest.raises(FleetStoreError):  # the parent class is enough to stop on
             fleet.status()
 

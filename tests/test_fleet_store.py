@@ -171,6 +171,79 @@ def test_feedback_is_one_round_trip_and_a_claim_one(
     assert worker.counters.conflicts == 0
 
 
+def test_answers_sends_and_leases_done_go_with_the_next_claim(
+    frontier: Frontiers, server: RedisServer
+) -> None:
+    """What need not be stored at once waits for the next claim and goes in its
+    script: a fleet worker's request costs one round trip, not three."""
+    gapped = replace(FAST, min_delay=0.2, adaptive=False)
+    worker, other = frontier(gapped), frontier(gapped)
+    worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("b", b"b2")])
+    worker.push([Item("c", b"c1")])
+    first, second = claim_now(worker), claim_now(worker)
+    assert {first.host, second.host} == {"a", "b"}
+    stats = Fleet(server.url, "aimd:observer2").redis
+
+    def evalsha_calls() -> int:
+        return int(stats.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+    local = HostController(gapped)
+    expected = local.finish(local.start(first.started), first.started + 0.01, 200, latency=0.01)
+    told: list[object] = []
+    before = (worker.counters.round_trips, evalsha_calls())
+    worker.finish_later(first, status=200, latency=0.01, now=first.started + 0.01, then=told.append)
+    worker.sent_later(second)
+    worker.done_later([first.lease])
+    assert worker.waiting and told == []
+    assert (worker.counters.round_trips, evalsha_calls()) == before  # nothing sent yet
+    view = other.host(first.host)
+    assert view is not None and view.in_flight == 1  # not stored yet: its place is taken
+    server_before = evalsha_calls()
+    third = claim_now(worker)
+    assert third.host == "c"
+    assert (worker.counters.round_trips, evalsha_calls()) == (before[0] + 1, server_before + 1)
+    assert not worker.waiting
+    assert told == [expected]
+    view = other.host(first.host)
+    assert view is not None and view.in_flight == 0 and view.version == 1
+    assert worker.status().leased == 2  # the first's lease went with its answer
+    # The second's send was told: its host's next start counts from it, a gap
+    # on, and does not wait for two (as for a send no one told).
+    time.sleep(max(0.0, second.started + 0.3 - other.fleet.now()))
+    later = [other.claim(), other.claim()]
+    assert all(isinstance(c, Claim) for c in later), later
+    assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b"]
+
+
+def test_answers_of_a_host_carried_together_lose_their_race_together(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    """Two answers of a host carried by one call are computed one on the other:
+    when the first loses its race, the script takes neither, and both are stored
+    again in order on the newer state; the lease done with the second is not
+    taken for a request dropped before its download."""
+    fixed = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=3)
+    a, b = frontier(fixed), frontier(fixed)
+    a.push([Item("h", b"%d" % n) for n in range(3)])
+    one, two, three = claim_now(a), claim_now(a), claim_now(b)
+    b.finish(three, status=200, latency=0.001, done=True)  # moves the version
+    told: list[object] = []
+    a.finish_later(one, status=200, latency=0.001, then=told.append)
+    a.finish_later(two, status=404, latency=0.001, then=told.append)
+    a.done_later([two.lease])
+    before = a.counters.round_trips
+    a.flush()
+    assert a.counters.conflicts == 2
+    assert a.counters.round_trips == before + 3  # the call, then each again alone
+    assert len(told) == 2 and all(t is not None for t in told)
+    view = a.host("h")
+    assert view is not None
+    assert (view.in_flight, view.version) == (0, 3)
+    assert a.status().leased == 1  # the first's lease stays until done
+    log = [entry.decode() for entry in raw.lrange(f"{prefix}:e:h", 0, -1)]
+    assert not [entry for entry in log if entry.startswith("c ")], log
+
+
 def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontiers) -> None:
     a, b = frontier(), frontier()
     a.push([Item("h", str(n).encode()) for n in range(12)])
