@@ -47,7 +47,13 @@ from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, when_written
+from scrapy_aimd.crawl import (
+    THROTTLE_RETRIES_META,
+    crawl_parts,
+    origin_host,
+    request_host,
+    when_written,
+)
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import (
@@ -206,6 +212,10 @@ class FleetScheduler:
         self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
         self.claims: dict[Request, Claim[Request]] = {}
+        #: Hosts whose robots.txt this worker has settled (fetched or read from
+        #: Redis): until then every send of the host is reported (see
+        #: ``_on_reached_downloader``).
+        self.robots_settled_hosts: set[str] = set()
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
@@ -601,8 +611,15 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if ROBOTS_META not in request.meta and self._controller(claim.host).delay <= 0:
-            return  # robots.txt always: its answer may bring a Crawl-delay
+        if (
+            ROBOTS_META not in request.meta
+            and self._controller(claim.host).delay <= 0
+            and (self.robots is None or claim.host in self.robots_settled_hosts)
+        ):
+            return
+        # robots.txt always, and every send of a host until its robots.txt is
+        # settled here: its answer may bring a Crawl-delay that this worker's view
+        # of the host does not show yet (the report goes with the next claim).
         when_written(lambda: self._report_sent(request, claim))
 
     def _report_sent(self, request: Request, claim: Claim[Request]) -> None:
@@ -744,6 +761,7 @@ class FleetScheduler:
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 
     def robots_settled(self, origin: str, released: int) -> None:
+        self.robots_settled_hosts.add(origin_host(origin))
         if released:
             self.wake.now()
 

@@ -26,6 +26,7 @@ from redis_server import (
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, FleetStoreError
 from scrapy_aimd.fleet import Item as Entry
+from scrapy_aimd.fleet.connection import FORMAT
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -110,7 +111,7 @@ def test_a_fleet_of_other_rules_or_format_is_refused(
     with pytest.raises(FleetStoreError, match=r"other fingerprint rules .rules-a"):
         Fleet(server.url, prefix, rules_id="rules-b")
     raw.hset(f"{prefix}:meta", "format", "99")
-    with pytest.raises(FleetStoreError, match="format 99; this version reads format 1"):
+    with pytest.raises(FleetStoreError, match=f"format 99; this version reads format {FORMAT}"):
         Fleet(server.url, prefix, rules_id="rules-a")
 
 

@@ -29,8 +29,9 @@ from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 
 __all__ = ["DEFAULT_BUCKETS", "FORMAT", "Fleet", "FleetCounters", "masked_url"]
 
-#: The layout of the keys; a fleet of another format is refused.
-FORMAT: Final = 1
+#: The layout of the keys; a fleet of another format is refused (2: host states
+#: pickled, and answers carried by claims).
+FORMAT: Final = 2
 #: Seen-set buckets: 2**15. At Redis's default ``set-max-intset-entries`` (512)
 #: the set stays in intsets up to about 15 M URLs (see docs/fleet.rst, sizing).
 DEFAULT_BUCKETS: Final = 1 << 15

@@ -441,7 +441,7 @@ class FleetFrontier(Generic[T]):
         self._replicas.pop(answer.host, None)
         version, state, tickets = reply[1:4]
         self._hosts[answer.host] = HostData(
-            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in reply[4:]]
+            int(float(version)), state, tickets, [e.decode() for e in reply[4:]]
         )
 
     def _store_again(self, answers: list[_Answer]) -> None:
@@ -479,9 +479,7 @@ class FleetFrontier(Generic[T]):
         self.counters.reaped += int(reaped)
         self.fleet.saw_time(started)
         host = host_bytes.decode("utf-8", "surrogateescape")
-        self._hosts[host] = HostData(
-            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
-        )
+        self._hosts[host] = HostData(int(float(version)), state, tickets, [e.decode() for e in log])
         return lease.decode("ascii"), host, float(started), float(expires)
 
     def hold(self, host: str, item: T, origin: str = "") -> Claim[T] | Wait | SharedRobots:

@@ -40,8 +40,8 @@ end
 local function check_meta()
   local key = P .. ':meta'
   local format = call('HGET', key, 'format')
-  if format ~= '1' then
-    fail(key, 'is missing or not a scrapy-aimd fleet of format 1 (the fleet state was deleted or replaced)')
+  if format ~= '2' then
+    fail(key, 'is missing or not a scrapy-aimd fleet of format 2 (the fleet state was deleted or replaced)')
   end
 end
 
