@@ -612,16 +612,34 @@ def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(
             raise ValueError("not a request")
         return data
 
+    pusher = FleetFrontier(
+        Fleet(server.url, prefix), encode=bytes, decode=bytes, config=lambda h: FAST, lease_time=30
+    )
+    pusher.push([Item("a", b"bad"), Item("b", b"good")])
+    pusher.fleet.close()
+    # Another worker's requests: this one reads them from Redis.
     worker = FleetFrontier(
         fleet, encode=bytes, decode=decode, config=lambda host: FAST, lease_time=30.0
     )
-    worker.push([Item("a", b"bad"), Item("b", b"good")])
     claim = claim_now(worker)
     assert claim.item == b"good"
     assert worker.counters.undecodable == 1
     assert "cannot be read" in caplog.text
     assert worker.status().leased == 1
     fleet.close()
+
+
+def test_a_worker_hands_out_what_it_pushed_itself_as_it_is(frontier: Frontiers) -> None:
+    """A claim of a request this worker pushed hands out the object it pushed (no
+    decoding, most of a claim's CPU); another worker's claim decodes its copy; an
+    object pushed twice is handed out as itself once."""
+    own, other = frontier(ROOMY), frontier(ROOMY)
+    first, second = bytearray(b"first"), bytearray(b"second")
+    assert own.push([Item("h", first), Item("h", second), Item("h", first)]) == [True] * 3
+    claims = [claim_now(own), claim_now(other), claim_now(own)]
+    assert claims[0].item is first
+    assert claims[1].item == b"second" and claims[1].item is not second
+    assert claims[2].item == b"first" and claims[2].item is not first
 
 
 def test_a_request_that_cannot_be_serialized_stays_with_the_caller(
@@ -665,7 +683,16 @@ def test_scrapy_requests_go_through_the_jobdir_codec(server: RedisServer, prefix
         headers={"X-Test": "1"},
     )
     assert worker.push([Item("127.0.0.1:1", request, priority=3, depth=2, key=99)]) == [True]
-    claim = claim_now(worker)
+    reader = FleetFrontier(  # another worker's request: decoded
+        Fleet(server.url, prefix),
+        encode=codec.encode,
+        decode=codec.decode,
+        config=lambda h: FAST,
+        lease_time=30.0,
+    )
+    claim = claim_now(reader)
+    assert claim.item is not request
+    reader.fleet.close()
     assert claim.item.url == request.url
     assert claim.item.callback == spider.parse_item
     assert claim.item.meta == {"depth": 2}

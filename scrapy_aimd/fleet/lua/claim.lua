@@ -11,11 +11,12 @@
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply: {now, claim, feedbacks, leases forgotten}, where claim is
---   {1, lease id, host, member, started, expires, version, state, tickets,
---    reaped, log entries...}, {0, next ready time, now, queued, leased, reaped},
---   or {} without a claim; and each feedback {1, new version, released, log
---   entries...} (the log if asked) or {0, version, state, tickets, log entries...}.
+-- Reply: {now, leases forgotten, claim, feedbacks}, the last two packed (see
+-- pack, common.lua): claim is 1, lease id, host, member, started, expires,
+-- version, state, tickets, reaped, log entries...; or 0, next ready time, now,
+-- queued, leased, reaped; or nothing without a claim. Feedbacks: for each, 1,
+-- new version, released, '', then how many log entries and those (the log if
+-- asked: else 0), or 0, version, state, tickets, the count and the log.
 check_meta()
 local now = server_now()
 local n_sent, n_feedback, n_done = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -26,6 +27,16 @@ for _ = 1, n_sent do
 end
 local results = {}
 local lost = {}
+local function add_result(values, host, with_log)
+  local log = with_log and call('LRANGE', log_key(host), 0, -1) or {}
+  for _, v in ipairs(values) do
+    results[#results + 1] = v
+  end
+  results[#results + 1] = #log
+  for _, entry in ipairs(log) do
+    results[#results + 1] = entry
+  end
+end
 for _ = 1, n_feedback do
   local f = {}
   for j = i, i + 12 do
@@ -37,15 +48,11 @@ for _ = 1, n_feedback do
     ok, version, third, tickets = store_feedback(f, now)
   end
   if ok then
-    local result = {1, version, third}
-    if ARGV[i + 13] == '1' then
-      add_log(result, host)
-    end
-    results[#results + 1] = result
+    add_result({1, version, third, ''}, host, ARGV[i + 13] == '1')
   else
     lost[host] = true
     local h = call('HMGET', host_key(host), 'v', 'st', 'tk')
-    results[#results + 1] = add_log({0, h[1] or '0', h[2] or '', h[3] or ''}, host)
+    add_result({0, h[1] or '0', h[2] or '', h[3] or ''}, host, true)
   end
   i = i + 14
 end
@@ -58,7 +65,7 @@ if forgotten > 0 then
   note_idle(now)
 end
 if ARGV[4] ~= '1' then
-  return {fmt(now), {}, results, forgotten}
+  return {fmt(now), forgotten, '', pack(results)}
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
@@ -92,10 +99,10 @@ while true do
       local st = call('HMGET', key, 'v', 'st', 'tk')
       local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
         st[3] or '', reaped}
-      return {fmt(now), add_log(claim, host), results, forgotten}
+      return {fmt(now), forgotten, pack(add_log(claim, host)), pack(results)}
     end
   end
 end
 local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-return {fmt(now), {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-  call('ZCARD', P .. ':leases'), reaped}, results, forgotten}
+return {fmt(now), forgotten, pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+  call('ZCARD', P .. ':leases'), reaped}), pack(results)}

@@ -311,3 +311,15 @@ local function store_feedback(f, now)
   rescore(host)
   return true, fmt(version + 1), released
 end
+
+-- Values as one string, each as '<length>:<bytes>' (Python's unpack_fields):
+-- a reply of many short values costs the worker's client a fraction of as many
+-- elements.
+local function pack(values)
+  local out = {}
+  for _, v in ipairs(values) do
+    local text = tostring(v)
+    out[#out + 1] = #text .. ':' .. text
+  end
+  return table.concat(out)
+end

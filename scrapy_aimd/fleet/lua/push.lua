@@ -1,7 +1,8 @@
 -- ARGV: prefix, then per request 7 values: host, score, body, seen bucket
 -- ('' for none), seen member, the host's initial gap, limit.
 -- Adds each request's key to the seen set if absent (or takes it anyway when
--- no bucket is given) and queues it; replies 1 (queued) or 0 (seen) each.
+-- no bucket is given) and queues it; replies its arrival number (queued: its
+-- lease id when claimed, in hex) or 0 (seen) each.
 check_meta()
 local out = {}
 local queued, added = 0, 0
@@ -15,6 +16,7 @@ for i = 2, #ARGV, 7 do
   end
   if new == 1 then
     local arrival = call('INCR', P .. ':arrival')
+    new = arrival
     call('ZADD', queue_key(host), score, string.format('%016x', arrival) .. body)
     local key = host_key(host)
     if call('EXISTS', key) == 0 then
