@@ -33,6 +33,7 @@ import os
 import socket
 from collections import deque
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,7 +208,7 @@ class FleetScheduler:
         #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
         self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
         #: Requests to push, taken by one round trip at the next chance.
-        self.pending: list[Any] = []
+        self.pending: list[Item[Request]] = []
         #: Keys this worker sent to the shared seen set (see ``_know``).
         self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
@@ -410,11 +411,15 @@ class FleetScheduler:
         return key
 
     def _flush(self) -> None:
-        """Push what is buffered: one round trip per 500 requests."""
+        """Push what is buffered, with the next claim (up to 500 requests; more go
+        at once, one round trip per 500)."""
         if not self.pending or self.frontier is None:
             return
         items, self.pending = self.pending, []
-        results = self.frontier.push(items)
+        self.frontier.push_later(items, partial(self._pushed, items))
+        self._flush_soon()
+
+    def _pushed(self, items: list[Item[Request]], results: list[bool | None]) -> None:
         for item, queued in zip(items, results, strict=True):
             if queued is None:  # cannot be serialized: stays here
                 self.stats.inc_value("aimd/fleet/local")

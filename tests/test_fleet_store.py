@@ -175,7 +175,8 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     frontier: Frontiers, server: RedisServer
 ) -> None:
     """What need not be stored at once waits for the next claim and goes in its
-    script: a fleet worker's request costs one round trip, not three."""
+    script: a fleet worker's request costs one round trip, not four (push, claim,
+    feedback, done)."""
     gapped = replace(FAST, min_delay=0.2, adaptive=False)
     worker, other = frontier(gapped), frontier(gapped)
     worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("b", b"b2")])
@@ -194,7 +195,9 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     worker.finish_later(first, status=200, latency=0.01, now=first.started + 0.01, then=told.append)
     worker.sent_later(second)
     worker.done_later([first.lease])
-    assert worker.waiting and told == []
+    pushed: list[object] = []
+    worker.push_later([Item("d", b"d1", key=5), Item("d", b"d2", key=5)], pushed.append)
+    assert worker.waiting and told == [] and pushed == []
     assert (worker.counters.round_trips, evalsha_calls()) == before  # nothing sent yet
     view = other.host(first.host)
     assert view is not None and view.in_flight == 1  # not stored yet: its place is taken
@@ -204,15 +207,16 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     assert (worker.counters.round_trips, evalsha_calls()) == (before[0] + 1, server_before + 1)
     assert not worker.waiting
     assert told == [expected]
+    assert pushed == [[True, False]]  # queued in the same script, the repeat seen
     view = other.host(first.host)
     assert view is not None and view.in_flight == 0 and view.version == 1
     assert worker.status().leased == 2  # the first's lease went with its answer
     # The second's send was told: its host's next start counts from it, a gap
     # on, and does not wait for two (as for a send no one told).
     time.sleep(max(0.0, second.started + 0.3 - other.fleet.now()))
-    later = [other.claim(), other.claim()]
+    later = [other.claim(), other.claim(), other.claim()]
     assert all(isinstance(c, Claim) for c in later), later
-    assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b"]
+    assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
 
 
 def test_answers_of_a_host_carried_together_lose_their_race_together(

@@ -176,6 +176,35 @@ class _Answer:
     result: Applied | None = None
 
 
+class _Push(Generic[T]):
+    """Requests to queue, as the push script takes them, and who is told how it went."""
+
+    def __init__(
+        self,
+        frontier: FleetFrontier[T],
+        items: Sequence[Item[T]],
+        then: Callable[[list[bool | None]], None],
+    ) -> None:
+        self.frontier, self.items, self.then = frontier, items, then
+        self.args: list[Any] = []
+        self.places: list[int] = []
+
+    def took(self, arrivals: Sequence[Any]) -> None:
+        """The script's reply, an arrival number (0: seen) for each request sent."""
+        result: list[bool | None] = [None] * len(self.items)
+        queued = 0
+        for index, arrival in zip(self.places, arrivals, strict=True):
+            number = int(arrival)
+            result[index] = number > 0
+            if number:
+                queued += 1
+                self.frontier._keep_own(f"{number:016x}", self.items[index].item)
+        counters = self.frontier.counters
+        counters.pushed += queued
+        counters.duplicates += len(self.places) - queued
+        self.then(result)
+
+
 @dataclass(frozen=True, slots=True)
 class FleetStatus:
     """The fleet as a whole, for the closing rule (``AIMD_FLEET_IDLE_CLOSE``)."""
@@ -244,6 +273,7 @@ class FleetFrontier(Generic[T]):
         #: What goes with the next call (see the module's docstring): answers,
         #: sends (host, lease, time) and leases done.
         self._answers: list[_Answer] = []
+        self._pushes: list[_Push[T]] = []
         self._sent: list[tuple[str, str, str]] = []
         self._done: list[str] = []
         #: Leases the latest call forgot of those it carried as done.
@@ -258,9 +288,30 @@ class FleetFrontier(Generic[T]):
         """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
         queued, False if its key was seen already, None if it cannot be serialized
         (the caller keeps it locally; counted in ``unserializable``)."""
-        result: list[bool | None] = [None] * len(items)
-        args: list[Any] = []
-        places: list[int] = []
+        self.flush()  # in order: what waits was queued first
+        got: list[list[bool | None]] = []
+        for start in range(0, len(items), PUSH_BATCH):
+            batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
+            reply = self.fleet.call("push", *batch.args) if batch.places else []
+            batch.took(reply)
+        return [flag for flags in got for flag in flags]
+
+    def push_later(
+        self, items: Sequence[Item[T]], then: Callable[[list[bool | None]], None]
+    ) -> None:
+        """:meth:`push`, with the next call (before the leases done that go with
+        it: children are queued before their parent's lease goes); ``then`` is
+        told the results. At most :data:`PUSH_BATCH` wait: the rest go now."""
+        if len(items) + sum(len(b.places) for b in self._pushes) > PUSH_BATCH:
+            then(self.push(items))
+            return
+        self._pushes.append(self._pushable(items, then))
+
+    def _pushable(
+        self, items: Sequence[Item[T]], then: Callable[[list[bool | None]], None]
+    ) -> _Push[T]:
+        """The push script's arguments for ``items`` (those that can be serialized)."""
+        batch: _Push[T] = _Push(self, items, then)
         for index, entry in enumerate(items):
             data = self._encode(entry.item)
             if data is None:
@@ -271,31 +322,10 @@ class FleetFrontier(Generic[T]):
             else:
                 bucket, member = self.seen.bucket_and_member(entry.key)
             gap, limit = self._initial(entry.host)
-            args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket, member)
-            args += (gap, limit)
-            places.append(index)
-            if len(places) == PUSH_BATCH:
-                self._push(args, places, result, items)
-                args, places = [], []
-        if places:
-            self._push(args, places, result, items)
-        return result
-
-    def _push(
-        self,
-        args: list[Any],
-        places: list[int],
-        result: list[bool | None],
-        items: Sequence[Item[T]],
-    ) -> None:
-        reply = self.fleet.call("push", *args)
-        for index, arrival in zip(places, reply, strict=True):
-            result[index] = bool(arrival)
-            if arrival:
-                self._keep_own(f"{arrival:016x}", items[index].item)
-        queued = sum(1 for flag in reply if flag)
-        self.counters.pushed += queued
-        self.counters.duplicates += len(reply) - queued
+            batch.args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket)
+            batch.args += (member, gap, limit)
+            batch.places.append(index)
+        return batch
 
     def _keep_own(self, lease: str, item: T) -> None:
         """Keep a pushed item to hand out as it is if this worker claims it (an
@@ -368,24 +398,27 @@ class FleetFrontier(Generic[T]):
     def flush(self) -> None:
         """Send what waits for the next claim now, without claiming (one round trip;
         none if nothing waits)."""
-        if self._answers or self._sent or self._done:
+        if self.waiting:
             _, retries = self._exchange(claim=False)
             self._store_again(retries)
 
     @property
     def waiting(self) -> bool:
-        """Answers, sends or leases done wait for the next call."""
-        return bool(self._answers or self._sent or self._done)
+        """Requests to queue, answers, sends or leases done wait for the next call."""
+        return bool(self._pushes or self._answers or self._sent or self._done)
 
     def _exchange(self, *, claim: bool) -> tuple[list[Any], list[_Answer]]:
         """One claim script: what waits, then a claim if ``claim``. Returns the
         claim's reply (empty without a claim) and the answers that lost a race,
         to be stored again once the claim's reply is read."""
         answers, self._answers = self._answers, []
+        pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, "1" if claim else "0"]
-        args += (len(sent), len(answers), len(done))
+        args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
+        for push in pushes:
+            args += push.args
         for report in sent:
             args += report
         last = {answer.host: index for index, answer in enumerate(answers)}
@@ -393,12 +426,20 @@ class FleetFrontier(Generic[T]):
             args += self._prepare(answer)
             args.append("1" if last[answer.host] == index else "0")
         args += done
-        carried = [("feedback", answers), ("sent", sent), ("done", done)]
+        carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
         what = ", ".join(name for name, items in carried if items)
         what = f"claim{' with ' if what else ''}{what}" if claim else what
-        now, forgotten, packed, results = self.fleet.call("claim", *args, what=what)
+        reply = unpack_fields(self.fleet.call("claim", *args, what=what))
+        if len(reply) != 5:
+            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 5")
+        now, forgotten, packed, results, arrivals = reply
         self.fleet.saw_time(now)
         self._forgotten = int(forgotten)
+        numbers = unpack_fields(arrivals)
+        at = 0
+        for push in pushes:
+            push.took(numbers[at : at + len(push.places)])
+            at += len(push.places)
         retries = []
         fields = unpack_fields(results)
         at = 0

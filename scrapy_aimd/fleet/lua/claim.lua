@@ -1,26 +1,31 @@
 -- ARGV: prefix, lease seconds, most expired leases to reap first, '1' to claim
--- ('0': only what the call carries), then how many sent reports, feedbacks and
--- done leases it carries, and those: each sent report as host, lease id, time
+-- ('0': only what the call carries), then how many requests to queue, sent
+-- reports, feedbacks and done leases it carries, and those: each request as
+-- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
 -- and '1' if its reply should carry the host's log; each done lease as its id.
 -- What a worker learnt since its last call goes with its next claim, in this
--- order: the sends, the answers (a host whose feedback lost the race here
--- takes no later feedback of this call: each was computed on the one before),
--- the leases done; then the claim.
+-- order: the requests queued (before the leases of their parents go), the
+-- sends, the answers (a host whose feedback lost the race here takes no later
+-- feedback of this call: each was computed on the one before), the leases
+-- done; then the claim.
 -- The claim takes the first request of a host that may start now (by its gap,
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply: {now, leases forgotten, claim, feedbacks}, the last two packed (see
--- pack, common.lua): claim is 1, lease id, host, member, started, expires,
+-- Reply, packed (see pack, common.lua): now, leases forgotten, claim,
+-- feedbacks and the requests' arrival numbers (as push.lua's), the last three
+-- packed too. Claim is 1, lease id, host, member, started, expires,
 -- version, state, tickets, reaped, log entries...; or 0, next ready time, now,
 -- queued, leased, reaped; or nothing without a claim. Feedbacks: for each, 1,
 -- new version, released, '', then how many log entries and those (the log if
 -- asked: else 0), or 0, version, state, tickets, the count and the log.
 check_meta()
 local now = server_now()
-local n_sent, n_feedback, n_done = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local i = 8
+local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
+local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
+local pushed = push_requests(9, n_push)
+local i = 9 + 7 * n_push
 for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
@@ -65,7 +70,7 @@ if forgotten > 0 then
   note_idle(now)
 end
 if ARGV[4] ~= '1' then
-  return {fmt(now), forgotten, '', pack(results)}
+  return pack({fmt(now), forgotten, '', pack(results), pack(pushed)})
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
@@ -99,10 +104,12 @@ while true do
       local st = call('HMGET', key, 'v', 'st', 'tk')
       local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
         st[3] or '', reaped}
-      return {fmt(now), forgotten, pack(add_log(claim, host)), pack(results)}
+      return pack({fmt(now), forgotten, pack(add_log(claim, host)), pack(results),
+        pack(pushed)})
     end
   end
 end
 local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-return {fmt(now), forgotten, pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-  call('ZCARD', P .. ':leases'), reaped}), pack(results)}
+local wait = {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+  call('ZCARD', P .. ':leases'), reaped}
+return pack({fmt(now), forgotten, pack(wait), pack(results), pack(pushed)})
