@@ -102,6 +102,12 @@ DONE_EVERY = 0.05
 FLUSH_AFTER = 0.02
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: Most requests claimed in one round trip: as many as the downloader has room
+#: for (the engine asks for them one after the other, in one reactor turn).
+CLAIM_BATCH = 8
+#: Seconds a request claimed with others may wait to be handed out; older ones
+#: go back to their queues (the engine stopped asking), and their places with them.
+CLAIMED_FOR = 0.1
 #: robots.txt requests a worker tries to place per ``next_request`` call.
 ROBOTS_PER_CALL = 8
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
@@ -213,6 +219,9 @@ class FleetScheduler:
         self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
         self.claims: dict[Request, Claim[Request]] = {}
+        #: Claimed with others in one round trip, not handed out yet: each with
+        #: when it was claimed (this worker's clock).
+        self.claimed: deque[tuple[Claim[Request], float]] = deque()
         #: Hosts whose robots.txt this worker has settled (fetched or read from
         #: Redis): until then every send of the host is reported (see
         #: ``_on_reached_downloader``).
@@ -287,6 +296,7 @@ class FleetScheduler:
             try:
                 self._flush()
                 self._finish_done(force=True)
+                self._give_back_claimed()
                 self.frontier.flush()
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
@@ -330,7 +340,7 @@ class FleetScheduler:
         ]
 
     def has_pending_requests(self) -> bool:
-        if self.local or self.pending or self.claims or self.robots_waiting:
+        if self.local or self.pending or self.claims or self.claimed or self.robots_waiting:
             return True
         if self.frontier is not None and self.frontier.waiting:
             return True
@@ -455,11 +465,18 @@ class FleetScheduler:
                 return robots
         if self.local:
             return self.local.popleft()
-        claim = self.frontier.claim()
-        if not isinstance(claim, Claim):
-            wait = min(POLL, max(0.0, claim.ready_at - claim.now))
-            self.wake.arm(now + wait, now)
-            return None
+        if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
+            self._give_back_claimed()
+        if not self.claimed:
+            claims = self.frontier.claim_many(self._room())
+            if not isinstance(claims, list):
+                wait = min(POLL, max(0.0, claims.ready_at - claims.now))
+                self.wake.arm(now + wait, now)
+                return None
+            self.claimed.extend((claim, now) for claim in claims)
+        claim, claimed_at = self.claimed.popleft()
+        if self.claimed:  # the engine asks again at once; if not, soon
+            self.wake.arm(now + CLAIMED_FOR / 2, now)
         request = claim.item
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
@@ -470,7 +487,27 @@ class FleetScheduler:
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
-        return self._hand_out(request, claim, now)
+        # Handed out as if now was its claim: its send is timed from there.
+        return self._hand_out(request, claim, claimed_at)
+
+    def _room(self) -> int:
+        """How many requests to claim: as many as the downloader has room for (the
+        engine asks for them in one go), at most ``CLAIM_BATCH``, at least one."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        active = getattr(downloader, "active", None)
+        total = getattr(downloader, "total_concurrency", None)
+        if not isinstance(total, int) or active is None:
+            return 1
+        return max(1, min(CLAIM_BATCH, total - len(active)))
+
+    def _give_back_claimed(self) -> None:
+        """Requests claimed with others that the engine did not ask for in time:
+        back to their queues (one round trip)."""
+        if self.claimed and self.frontier is not None:
+            leases = [claim.lease for claim, _ in self.claimed]
+            self.claimed.clear()
+            self.frontier.give_back(leases)
+            logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host

@@ -219,6 +219,26 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
 
 
+def test_several_claims_in_one_round_trip_each_by_the_claims_rule(frontier: Frontiers) -> None:
+    """As many claims as asked for (the downloader's room) in one script, each
+    taken as a claim alone would be: a host at its limit gives no more."""
+    worker = frontier()  # the limit starts at 1 a host
+    worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("c", b"c1")])
+    before = worker.counters.round_trips
+    claims = worker.claim_many(4)
+    assert isinstance(claims, list)
+    assert worker.counters.round_trips == before + 1
+    assert sorted(c.item for c in claims) == [b"a1", b"b1", b"c1"]
+    assert len({c.lease for c in claims}) == 3
+    assert len({c.started for c in claims}) == 1  # one script, one server time
+    wait = worker.claim_many(4)
+    assert isinstance(wait, Wait) and wait.leased == 3 and wait.queued == 1
+    for claim in claims:
+        assert worker.controller(claim.host) is not None
+        worker.finish(claim, status=200, latency=0.001, done=True)
+    assert [c.item for c in worker.claim_many(4)] == [b"a2"]  # type: ignore[union-attr]
+
+
 def test_answers_of_a_host_carried_together_lose_their_race_together(
     frontier: Frontiers, raw: redis.Redis, prefix: str
 ) -> None:

@@ -362,44 +362,59 @@ class FleetFrontier(Generic[T]):
 
     def claim(self) -> Claim[T] | Wait:
         """The best request of a host that may start now, leased; or when one may.
-        One round trip, which also takes what waits for it (answers, sends, leases
-        done); a feedback that lost a race costs one more, and so does a request
-        that cannot be read (to drop it)."""
+        One round trip, which also takes what waits for it (requests to queue,
+        answers, sends, leases done); a feedback that lost a race costs one more,
+        and so does a request that cannot be read (to drop it)."""
+        got = self.claim_many(1)
+        return got[0] if isinstance(got, list) else got
+
+    def claim_many(self, count: int) -> list[Claim[T]] | Wait:
+        """Up to ``count`` requests, each as :meth:`claim` would take them one after
+        the other, in one round trip; or when one may start, if none may now."""
         while True:
-            reply, retries = self._exchange(claim=True)
-            if reply[0] == b"0":
+            records, retries = self._exchange(claim=max(1, count))
+            if not records:
+                raise FleetStoreError("a claim's reply has neither a claim nor a wait")
+            first = unpack_fields(records[0])
+            if first[0] == b"0":
                 self.counters.claim_misses += 1
-                self.counters.reaped += int(reply[5])
+                self.counters.reaped += int(first[5])
                 self._store_again(retries)
                 return Wait(
-                    ready_at=float(reply[1]),
-                    now=self.fleet.saw_time(reply[2]),
-                    queued=int(reply[3]),
-                    leased=int(reply[4]),
+                    ready_at=float(first[1]),
+                    now=self.fleet.saw_time(first[2]),
+                    queued=int(first[3]),
+                    leased=int(first[4]),
                 )
-            member = reply[3]
-            lease_id, host, started, expires = self._claimed(reply)
+            claimed = []
+            for record in records:
+                reply = unpack_fields(record)
+                claimed.append((reply[3], *self._claimed(reply)))
             self._store_again(retries)
-            try:
-                item = self._item(lease_id, member)
-            except Exception:
-                self.counters.undecodable += 1
-                logger.exception(
-                    "Dropping a request of %s from the fleet's queue that cannot be read "
-                    "(lease %s)",
-                    host,
-                    lease_id,
-                )
-                self.done([lease_id])
-                continue
-            self.counters.claims += 1
-            return Claim(lease_id, host, item, started, expires)
+            claims: list[Claim[T]] = []
+            for member, lease_id, host, started, expires in claimed:
+                try:
+                    item = self._item(lease_id, member)
+                except Exception:
+                    self.counters.undecodable += 1
+                    logger.exception(
+                        "Dropping a request of %s from the fleet's queue that cannot be read "
+                        "(lease %s)",
+                        host,
+                        lease_id,
+                    )
+                    self.done([lease_id])
+                    continue
+                self.counters.claims += 1
+                claims.append(Claim(lease_id, host, item, started, expires))
+            if claims:
+                return claims
 
     def flush(self) -> None:
         """Send what waits for the next claim now, without claiming (one round trip;
         none if nothing waits)."""
         if self.waiting:
-            _, retries = self._exchange(claim=False)
+            _, retries = self._exchange(claim=0)
             self._store_again(retries)
 
     @property
@@ -407,15 +422,16 @@ class FleetFrontier(Generic[T]):
         """Requests to queue, answers, sends or leases done wait for the next call."""
         return bool(self._pushes or self._answers or self._sent or self._done)
 
-    def _exchange(self, *, claim: bool) -> tuple[list[Any], list[_Answer]]:
-        """One claim script: what waits, then a claim if ``claim``. Returns the
-        claim's reply (empty without a claim) and the answers that lost a race,
-        to be stored again once the claim's reply is read."""
+    def _exchange(self, *, claim: int) -> tuple[list[bytes], list[_Answer]]:
+        """One claim script: what waits, then up to ``claim`` claims. Returns the
+        claims' records (packed; one wait record if none could be made, none
+        without a claim) and the answers that lost a race, to be stored again
+        once the claims' records are read."""
         answers, self._answers = self._answers, []
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
-        args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, "1" if claim else "0"]
+        args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
         for push in pushes:
             args += push.args

@@ -1,5 +1,5 @@
--- ARGV: prefix, lease seconds, most expired leases to reap first, '1' to claim
--- ('0': only what the call carries), then how many requests to queue, sent
+-- ARGV: prefix, lease seconds, most expired leases to reap first, how many
+-- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
 -- reports, feedbacks and done leases it carries, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
@@ -8,16 +8,17 @@
 -- order: the requests queued (before the leases of their parents go), the
 -- sends, the answers (a host whose feedback lost the race here takes no later
 -- feedback of this call: each was computed on the one before), the leases
--- done; then the claim.
--- The claim takes the first request of a host that may start now (by its gap,
+-- done; then the claims.
+-- A claim takes the first request of a host that may start now (by its gap,
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply, packed (see pack, common.lua): now, leases forgotten, claim,
+-- Reply, packed (see pack, common.lua): now, leases forgotten, claims,
 -- feedbacks and the requests' arrival numbers (as push.lua's), the last three
--- packed too. Claim is 1, lease id, host, member, started, expires,
--- version, state, tickets, reaped, log entries...; or 0, next ready time, now,
--- queued, leased, reaped; or nothing without a claim. Feedbacks: for each, 1,
+-- packed too. Claims: each packed, as 1, lease id, host, member, started,
+-- expires, version, state, tickets, reaped (the first claim's), log
+-- entries...; or one, 0, next ready time, now, queued, leased, reaped, when
+-- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
 -- new version, released, '', then how many log entries and those (the log if
 -- asked: else 0), or 0, version, state, tickets, the count and the log.
 check_meta()
@@ -69,13 +70,15 @@ end
 if forgotten > 0 then
   note_idle(now)
 end
-if ARGV[4] ~= '1' then
+local wanted = tonumber(ARGV[4])
+if wanted < 1 then
   return pack({fmt(now), forgotten, '', pack(results), pack(pushed)})
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
 local lease_time = tonumber(ARGV[2])
-while true do
+local claims = {}
+while #claims < wanted do
   local first = call('ZRANGEBYSCORE', hosts, '-inf', fmt(now), 'LIMIT', 0, 1)
   if #first == 0 then
     break
@@ -103,13 +106,14 @@ while true do
       rescore(host)
       local st = call('HMGET', key, 'v', 'st', 'tk')
       local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
-        st[3] or '', reaped}
-      return pack({fmt(now), forgotten, pack(add_log(claim, host)), pack(results),
-        pack(pushed)})
+        st[3] or '', #claims == 0 and reaped or 0}
+      claims[#claims + 1] = pack(add_log(claim, host))
     end
   end
 end
-local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-local wait = {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-  call('ZCARD', P .. ':leases'), reaped}
-return pack({fmt(now), forgotten, pack(wait), pack(results), pack(pushed)})
+if #claims == 0 then
+  local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
+  claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+    call('ZCARD', P .. ':leases'), reaped})
+end
+return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed)})
