@@ -96,9 +96,9 @@ POLL = 0.2
 STATUS_TTL = 0.1
 #: Seconds between two checks for requests the engine is done with.
 DONE_EVERY = 0.05
-#: Seconds that answers, sends and leases done wait for the next claim to carry
-#: them before they go alone (the engine asks for the next request as soon as a
-#: download ends, so they seldom wait that long).
+#: Seconds that requests to queue, answers, sends and leases done wait for the
+#: next claim to carry them before they go alone (requests claimed together are
+#: handed out without a round trip, so some do wait that long).
 FLUSH_AFTER = 0.02
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
