@@ -629,7 +629,7 @@ class FleetScheduler:
                 "Stopping this fleet worker: %s. Its %d leased requests go back to the "
                 "queues when their leases expire on Redis.",
                 exc,
-                len(self.claims),
+                len(self.claims) + len(self.claimed),
             )
             self.stats.inc_value("aimd/fleet/redis_lost")
             reason = "aimd_redis_lost"
