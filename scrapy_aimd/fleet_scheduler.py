@@ -33,10 +33,12 @@ import os
 import socket
 from collections import deque
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals as scrapy_signals
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
@@ -46,7 +48,13 @@ from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, when_written
+from scrapy_aimd.crawl import (
+    THROTTLE_RETRIES_META,
+    crawl_parts,
+    origin_host,
+    request_host,
+    when_written,
+)
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import request_key_function, rules_id_of
 from scrapy_aimd.fleet import (
@@ -73,8 +81,10 @@ if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
 
+    from scrapy_aimd.core.controller import Reaction
     from scrapy_aimd.fleet import FleetStatus
 
 logger = logging.getLogger(__name__)
@@ -86,8 +96,18 @@ POLL = 0.2
 STATUS_TTL = 0.1
 #: Seconds between two checks for requests the engine is done with.
 DONE_EVERY = 0.05
+#: Seconds that requests to queue, answers, sends and leases done wait for the
+#: next claim to carry them before they go alone (requests claimed together are
+#: handed out without a round trip, so some do wait that long).
+FLUSH_AFTER = 0.02
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: Most requests claimed in one round trip: as many as the downloader has room
+#: for (the engine asks for them one after the other, in one reactor turn).
+CLAIM_BATCH = 8
+#: Seconds a request claimed with others may wait to be handed out; older ones
+#: go back to their queues (the engine stopped asking), and their places with them.
+CLAIMED_FOR = 0.1
 #: robots.txt requests a worker tries to place per ``next_request`` call.
 ROBOTS_PER_CALL = 8
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
@@ -194,14 +214,23 @@ class FleetScheduler:
         #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
         self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
         #: Requests to push, taken by one round trip at the next chance.
-        self.pending: list[Any] = []
+        self.pending: list[Item[Request]] = []
         #: Keys this worker sent to the shared seen set (see ``_know``).
         self.known = SeenSet()
         #: Requests claimed by this worker whose leases are still held.
         self.claims: dict[Request, Claim[Request]] = {}
+        #: Claimed with others in one round trip, not handed out yet: each with
+        #: when it was claimed (this worker's clock).
+        self.claimed: deque[tuple[Claim[Request], float]] = deque()
+        #: Hosts whose robots.txt this worker has settled (fetched or read from
+        #: Redis): until then every send of the host is reported (see
+        #: ``_on_reached_downloader``).
+        self.robots_settled_hosts: set[str] = set()
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``).
+        self._flush_call: CallLaterResult | None = None
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
         self._failed = False
@@ -253,6 +282,9 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
+        if self._flush_call is not None:
+            self._flush_call.cancel()
+            self._flush_call = None
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -264,6 +296,8 @@ class FleetScheduler:
             try:
                 self._flush()
                 self._finish_done(force=True)
+                self._give_back_claimed()
+                self.frontier.flush()
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
@@ -306,7 +340,9 @@ class FleetScheduler:
         ]
 
     def has_pending_requests(self) -> bool:
-        if self.local or self.pending or self.claims or self.robots_waiting:
+        if self.local or self.pending or self.claims or self.claimed or self.robots_waiting:
+            return True
+        if self.frontier is not None and self.frontier.waiting:
             return True
         if self.robots is not None and self.robots.held:
             return True
@@ -385,11 +421,15 @@ class FleetScheduler:
         return key
 
     def _flush(self) -> None:
-        """Push what is buffered: one round trip per 500 requests."""
+        """Push what is buffered, with the next claim (up to 500 requests; more go
+        at once, one round trip per 500)."""
         if not self.pending or self.frontier is None:
             return
         items, self.pending = self.pending, []
-        results = self.frontier.push(items)
+        self.frontier.push_later(items, partial(self._pushed, items))
+        self._flush_soon()
+
+    def _pushed(self, items: list[Item[Request]], results: list[bool | None]) -> None:
         for item, queued in zip(items, results, strict=True):
             if queued is None:  # cannot be serialized: stays here
                 self.stats.inc_value("aimd/fleet/local")
@@ -425,11 +465,18 @@ class FleetScheduler:
                 return robots
         if self.local:
             return self.local.popleft()
-        claim = self.frontier.claim()
-        if not isinstance(claim, Claim):
-            wait = min(POLL, max(0.0, claim.ready_at - claim.now))
-            self.wake.arm(now + wait, now)
-            return None
+        if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
+            self._give_back_claimed()
+        if not self.claimed:
+            claims = self.frontier.claim_many(self._room())
+            if not isinstance(claims, list):
+                wait = min(POLL, max(0.0, claims.ready_at - claims.now))
+                self.wake.arm(now + wait, now)
+                return None
+            self.claimed.extend((claim, now) for claim in claims)
+        claim, claimed_at = self.claimed.popleft()
+        if self.claimed:  # the engine asks again at once; if not, soon
+            self.wake.arm(now + CLAIMED_FOR / 2, now)
         request = claim.item
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
@@ -440,7 +487,27 @@ class FleetScheduler:
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
-        return self._hand_out(request, claim, now)
+        # Handed out as if now was its claim: its send is timed from there.
+        return self._hand_out(request, claim, claimed_at)
+
+    def _room(self) -> int:
+        """How many requests to claim: as many as the downloader has room for (the
+        engine asks for them in one go), at most ``CLAIM_BATCH``, at least one."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        active = getattr(downloader, "active", None)
+        total = getattr(downloader, "total_concurrency", None)
+        if not isinstance(total, int) or active is None:
+            return 1
+        return max(1, min(CLAIM_BATCH, total - len(active)))
+
+    def _give_back_claimed(self) -> None:
+        """Requests claimed with others that the engine did not ask for in time:
+        back to their queues (one round trip)."""
+        if self.claimed and self.frontier is not None:
+            leases = [claim.lease for claim, _ in self.claimed]
+            self.claimed.clear()
+            self.frontier.give_back(leases)
+            logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
@@ -515,9 +582,25 @@ class FleetScheduler:
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
         if back:
             self.frontier.give_back(back)
-        self.frontier.done(finished)
+        self.frontier.done_later(finished)  # with the next claim
+        self._flush_soon()
         for request in done:
             self.flights.settle(request)
+
+    def _flush_soon(self) -> None:
+        """What waits for the next claim goes alone after ``FLUSH_AFTER`` if no
+        claim took it: other workers see each answer soon, whatever this one does."""
+        if self._flush_call is None:
+            self._flush_call = call_later(FLUSH_AFTER, self._flush_waiting)
+
+    def _flush_waiting(self) -> None:
+        self._flush_call = None
+        if self.lost or self.frontier is None or not self.frontier.waiting:
+            return
+        try:
+            self.frontier.flush()
+        except Exception as exc:
+            self._stop(exc, "feedback")
 
     def _fleet_status(self) -> FleetStatus | None:
         now = self.clock()
@@ -546,7 +629,7 @@ class FleetScheduler:
                 "Stopping this fleet worker: %s. Its %d leased requests go back to the "
                 "queues when their leases expire on Redis.",
                 exc,
-                len(self.claims),
+                len(self.claims) + len(self.claimed),
             )
             self.stats.inc_value("aimd/fleet/redis_lost")
             reason = "aimd_redis_lost"
@@ -570,17 +653,22 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if ROBOTS_META not in request.meta and self._controller(claim.host).delay <= 0:
-            return  # robots.txt always: its answer may bring a Crawl-delay
+        if (
+            ROBOTS_META not in request.meta
+            and self._controller(claim.host).delay <= 0
+            and (self.robots is None or claim.host in self.robots_settled_hosts)
+        ):
+            return
+        # robots.txt always, and every send of a host until its robots.txt is
+        # settled here: its answer may bring a Crawl-delay that this worker's view
+        # of the host does not show yet (the report goes with the next claim).
         when_written(lambda: self._report_sent(request, claim))
 
     def _report_sent(self, request: Request, claim: Claim[Request]) -> None:
         if self.claims.get(request) is not claim or self.lost or self.frontier is None:
             return  # answered or released meanwhile: its feedback said all
-        try:
-            self.frontier.sent(claim)
-        except Exception as exc:
-            self._stop(exc, "request_reached_downloader")
+        self.frontier.sent_later(claim)  # with the next claim, timed now
+        self._flush_soon()
 
     def _on_feedback(self, request: Request, **feedback: Any) -> None:
         """``response_feedback``: the answer goes to the host's state in Redis. A
@@ -599,7 +687,15 @@ class FleetScheduler:
         if ROBOTS_META in request.meta:
             self.robots_answers[request] = (at, feedback)
             return
-        self._answer(request, claim, at, feedback)
+        self._answer(request, claim, at, feedback, later=self._may_wait(claim.host, feedback))
+
+    def _may_wait(self, host: str, feedback: Mapping[str, Any]) -> bool:
+        """The answer can wait for the next claim: its reaction cannot be a refusal
+        (not a throttle status, not a timeout), so the feedback middleware has
+        nothing to requeue and need not know it now."""
+        if feedback.get("exception") is not None or feedback.get("status") is None:
+            return not feedback.get("timeout")
+        return feedback.get("status") not in self.configs.for_host(host).throttle_codes
 
     def _answer(
         self,
@@ -607,8 +703,11 @@ class FleetScheduler:
         claim: Claim[Request],
         at: float,
         feedback: Mapping[str, Any],
+        *,
+        later: bool = False,
     ) -> None:
-        """Apply an answer that came at ``at`` (the fleet's clock) to its host's state."""
+        """Apply an answer that came at ``at`` (the fleet's clock) to its host's
+        state: now, or ``later`` with the next claim (then reported once stored)."""
         assert self.frontier is not None
         host, now = claim.host, self.clock()
         known = self._controller(host)
@@ -616,24 +715,61 @@ class FleetScheduler:
         status, exception = feedback.get("status"), feedback.get("exception")
         timeout = bool(feedback.get("timeout"))
         told: dict[str, Any]
+        failed = exception is not None or status is None
+        if failed:
+            told = {"error": type(exception).__name__, "timeout": timeout}
+        else:
+            told = {"status": status, "latency": feedback.get("latency")}
+
+        def then(reaction: Reaction | None) -> None:
+            self._answered(request, host, now, before, told, reaction, later=True)
+
+        reaction: Reaction | None = None
         try:
-            if exception is not None or status is None:
-                reaction = self.frontier.fail(claim, timeout=timeout, now=at)
-                told = {"error": type(exception).__name__, "timeout": timeout}
+            if status is None or failed:
+                if later:
+                    self.frontier.fail_later(claim, timeout=timeout, now=at, then=then)
+                else:
+                    reaction = self.frontier.fail(claim, timeout=timeout, now=at)
+            elif later:
+                self.frontier.finish_later(
+                    claim,
+                    status=status,
+                    latency=feedback.get("latency"),
+                    now=at,
+                    then=then,
+                )
             else:
-                latency = feedback.get("latency")
                 reaction = self.frontier.finish(
                     claim,
                     status=status,
-                    latency=latency,
+                    latency=feedback.get("latency"),
                     retry_after=feedback.get("retry_after"),
                     now=at,
                     page=ROBOTS_META not in request.meta,
                 )
-                told = {"status": status, "latency": latency}
         except Exception as exc:
             self._stop(exc, "feedback")
             return
+        if later:
+            self._flush_soon()
+        else:
+            self._answered(request, host, now, before, told, reaction, later=False)
+
+    def _answered(
+        self,
+        request: Request,
+        host: str,
+        now: float,
+        before: tuple[float, int],
+        told: dict[str, Any],
+        reaction: Reaction | None,
+        *,
+        later: bool,
+    ) -> None:
+        """The stored reaction to an answer handled at ``now``: to the reporter, and
+        to the feedback middleware unless it was stored later (it could not be a
+        refusal: nothing for the middleware to do)."""
         if reaction is None:
             return
         if reaction.paused_until is not None:
@@ -641,7 +777,7 @@ class FleetScheduler:
             local_end = now + (reaction.paused_until - self.fleet.now())
             reaction = replace(reaction, paused_until=local_end)
         self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
-        flight = self.flights.get(request)
+        flight = self.flights.get(request) if not later else None
         if flight is not None:
             flight.reaction = reaction
 
@@ -667,6 +803,7 @@ class FleetScheduler:
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 
     def robots_settled(self, origin: str, released: int) -> None:
+        self.robots_settled_hosts.add(origin_host(origin))
         if released:
             self.wake.now()
 

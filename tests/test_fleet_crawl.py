@@ -213,3 +213,24 @@ def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_
     # Pauses are counted on the worker's clock, not the Redis server's.
     paused = [worker.stats().get("aimd/pause_seconds", 0) for worker in fleet]
     assert any(paused) and all(0 <= seconds < 120 for seconds in paused), paused
+
+
+def test_a_worker_needs_fewer_round_trips_than_requests(tmp_path: Path, redis_url: str) -> None:
+    """A worker's claims of one reactor turn share a script, and its answers,
+    sends, pushes and leases done go with its next claim: fewer Redis round trips
+    than requests (each request took a claim, a feedback and a share of pushes
+    and dones, about 2.3, before)."""
+    specs = [HostSpec(name=f"r{n}", pages=40, latency=0.005, seed=n) for n in range(4)]
+    settings = {"ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 16, "AIMD_MAX_CONCURRENCY": 8}
+    with start_farm(specs, max_seconds=120) as farm:
+        (worker,) = workers(farm, tmp_path, redis_url, 1, settings)
+        wait_for([worker], 90)
+        log = farm.read_log()
+    assert_finished([worker])
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    stats = worker.stats()
+    answered = stats["response_received_count"]
+    assert answered == len(log)
+    assert stats["aimd/fleet/feedbacks"] == answered
+    assert stats["aimd/fleet/round_trips"] < answered, stats

@@ -26,6 +26,7 @@ from redis_server import (
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.fleet import Claim, Fleet, FleetConnectionLost, FleetFrontier, FleetStoreError
 from scrapy_aimd.fleet import Item as Entry
+from scrapy_aimd.fleet.connection import FORMAT
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -77,6 +78,10 @@ def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
             fleet.claim()
         with pytest.raises(FleetConnectionLost, match="feedback"):
             fleet.finish(claim, status=200, latency=0.01)
+        # An answer waiting for the next claim: the claim that carries it says so.
+        fleet.finish_later(claim, status=200, latency=0.01, then=lambda reaction: None)
+        with pytest.raises(FleetConnectionLost, match="claim with feedback"):
+            fleet.claim()
         with pytest.raises(FleetStoreError):  # the parent class is enough to stop on
             fleet.status()
 
@@ -106,7 +111,7 @@ def test_a_fleet_of_other_rules_or_format_is_refused(
     with pytest.raises(FleetStoreError, match=r"other fingerprint rules .rules-a"):
         Fleet(server.url, prefix, rules_id="rules-b")
     raw.hset(f"{prefix}:meta", "format", "99")
-    with pytest.raises(FleetStoreError, match="format 99; this version reads format 1"):
+    with pytest.raises(FleetStoreError, match=f"format 99; this version reads format {FORMAT}"):
         Fleet(server.url, prefix, rules_id="rules-a")
 
 
@@ -183,14 +188,15 @@ def test_scripts_lost_by_redis_are_loaded_again(
     assert isinstance(claim, Claim)
     assert fleet.counters.round_trips == before + 3
     fleet.finish(claim, status=200, latency=0.01, done=True)
-    assert fleet.counters.round_trips == before + 6  # the feedback script too, once
+    # The answer goes through the claim script, loaded again already: one round trip.
+    assert fleet.counters.round_trips == before + 4
     fleet.push([Entry("h", b"2")])
-    assert fleet.counters.round_trips == before + 9
+    assert fleet.counters.round_trips == before + 7  # the push script too, once
     assert fleet.status().queued == 1
-    assert fleet.counters.round_trips == before + 12
+    assert fleet.counters.round_trips == before + 10
     again = fleet.claim()
     assert isinstance(again, Claim)
-    assert fleet.counters.round_trips == before + 13
+    assert fleet.counters.round_trips == before + 11
 
 
 _WORKER = """

@@ -171,6 +171,103 @@ def test_feedback_is_one_round_trip_and_a_claim_one(
     assert worker.counters.conflicts == 0
 
 
+def test_answers_sends_and_leases_done_go_with_the_next_claim(
+    frontier: Frontiers, server: RedisServer
+) -> None:
+    """What need not be stored at once waits for the next claim and goes in its
+    script: a fleet worker's request costs one round trip, not four (push, claim,
+    feedback, done)."""
+    gapped = replace(FAST, min_delay=0.2, adaptive=False)
+    worker, other = frontier(gapped), frontier(gapped)
+    worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("b", b"b2")])
+    worker.push([Item("c", b"c1")])
+    first, second = claim_now(worker), claim_now(worker)
+    assert {first.host, second.host} == {"a", "b"}
+    stats = Fleet(server.url, "aimd:observer2").redis
+
+    def evalsha_calls() -> int:
+        return int(stats.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+    local = HostController(gapped)
+    expected = local.finish(local.start(first.started), first.started + 0.01, 200, latency=0.01)
+    told: list[object] = []
+    before = (worker.counters.round_trips, evalsha_calls())
+    worker.finish_later(first, status=200, latency=0.01, now=first.started + 0.01, then=told.append)
+    worker.sent_later(second)
+    worker.done_later([first.lease])
+    pushed: list[object] = []
+    worker.push_later([Item("d", b"d1", key=5), Item("d", b"d2", key=5)], pushed.append)
+    assert worker.waiting and told == [] and pushed == []
+    assert (worker.counters.round_trips, evalsha_calls()) == before  # nothing sent yet
+    view = other.host(first.host)
+    assert view is not None and view.in_flight == 1  # not stored yet: its place is taken
+    server_before = evalsha_calls()
+    third = claim_now(worker)
+    assert third.host == "c"
+    assert (worker.counters.round_trips, evalsha_calls()) == (before[0] + 1, server_before + 1)
+    assert not worker.waiting
+    assert told == [expected]
+    assert pushed == [[True, False]]  # queued in the same script, the repeat seen
+    view = other.host(first.host)
+    assert view is not None and view.in_flight == 0 and view.version == 1
+    assert worker.status().leased == 2  # the first's lease went with its answer
+    # The second's send was told: its host's next start counts from it, a gap
+    # on, and does not wait for two (as for a send no one told).
+    time.sleep(max(0.0, second.started + 0.3 - other.fleet.now()))
+    later = [other.claim(), other.claim(), other.claim()]
+    assert all(isinstance(c, Claim) for c in later), later
+    assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
+
+
+def test_several_claims_in_one_round_trip_each_by_the_claims_rule(frontier: Frontiers) -> None:
+    """As many claims as asked for (the downloader's room) in one script, each
+    taken as a claim alone would be: a host at its limit gives no more."""
+    worker = frontier()  # the limit starts at 1 a host
+    worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("c", b"c1")])
+    before = worker.counters.round_trips
+    claims = worker.claim_many(4)
+    assert isinstance(claims, list)
+    assert worker.counters.round_trips == before + 1
+    assert sorted(c.item for c in claims) == [b"a1", b"b1", b"c1"]
+    assert len({c.lease for c in claims}) == 3
+    assert len({c.started for c in claims}) == 1  # one script, one server time
+    wait = worker.claim_many(4)
+    assert isinstance(wait, Wait) and wait.leased == 3 and wait.queued == 1
+    for claim in claims:
+        assert worker.controller(claim.host) is not None
+        worker.finish(claim, status=200, latency=0.001, done=True)
+    assert [c.item for c in worker.claim_many(4)] == [b"a2"]  # type: ignore[union-attr]
+
+
+def test_answers_of_a_host_carried_together_lose_their_race_together(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    """Two answers of a host carried by one call are computed one on the other:
+    when the first loses its race, the script takes neither, and both are stored
+    again in order on the newer state; the lease done with the second is not
+    taken for a request dropped before its download."""
+    fixed = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=3)
+    a, b = frontier(fixed), frontier(fixed)
+    a.push([Item("h", b"%d" % n) for n in range(3)])
+    one, two, three = claim_now(a), claim_now(a), claim_now(b)
+    b.finish(three, status=200, latency=0.001, done=True)  # moves the version
+    told: list[object] = []
+    a.finish_later(one, status=200, latency=0.001, then=told.append)
+    a.finish_later(two, status=404, latency=0.001, then=told.append)
+    a.done_later([two.lease])
+    before = a.counters.round_trips
+    a.flush()
+    assert a.counters.conflicts == 2
+    assert a.counters.round_trips == before + 3  # the call, then each again alone
+    assert len(told) == 2 and all(t is not None for t in told)
+    view = a.host("h")
+    assert view is not None
+    assert (view.in_flight, view.version) == (0, 3)
+    assert a.status().leased == 1  # the first's lease stays until done
+    log = [entry.decode() for entry in raw.lrange(f"{prefix}:e:h", 0, -1)]
+    assert not [entry for entry in log if entry.startswith("c ")], log
+
+
 def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontiers) -> None:
     a, b = frontier(), frontier()
     a.push([Item("h", str(n).encode()) for n in range(12)])
@@ -539,16 +636,34 @@ def test_a_request_that_cannot_be_read_is_dropped_counted_and_logged(
             raise ValueError("not a request")
         return data
 
+    pusher = FleetFrontier(
+        Fleet(server.url, prefix), encode=bytes, decode=bytes, config=lambda h: FAST, lease_time=30
+    )
+    pusher.push([Item("a", b"bad"), Item("b", b"good")])
+    pusher.fleet.close()
+    # Another worker's requests: this one reads them from Redis.
     worker = FleetFrontier(
         fleet, encode=bytes, decode=decode, config=lambda host: FAST, lease_time=30.0
     )
-    worker.push([Item("a", b"bad"), Item("b", b"good")])
     claim = claim_now(worker)
     assert claim.item == b"good"
     assert worker.counters.undecodable == 1
     assert "cannot be read" in caplog.text
     assert worker.status().leased == 1
     fleet.close()
+
+
+def test_a_worker_hands_out_what_it_pushed_itself_as_it_is(frontier: Frontiers) -> None:
+    """A claim of a request this worker pushed hands out the object it pushed (no
+    decoding, most of a claim's CPU); another worker's claim decodes its copy; an
+    object pushed twice is handed out as itself once."""
+    own, other = frontier(ROOMY), frontier(ROOMY)
+    first, second = bytearray(b"first"), bytearray(b"second")
+    assert own.push([Item("h", first), Item("h", second), Item("h", first)]) == [True] * 3
+    claims = [claim_now(own), claim_now(other), claim_now(own)]
+    assert claims[0].item is first
+    assert claims[1].item == b"second" and claims[1].item is not second
+    assert claims[2].item == b"first" and claims[2].item is not first
 
 
 def test_a_request_that_cannot_be_serialized_stays_with_the_caller(
@@ -592,7 +707,16 @@ def test_scrapy_requests_go_through_the_jobdir_codec(server: RedisServer, prefix
         headers={"X-Test": "1"},
     )
     assert worker.push([Item("127.0.0.1:1", request, priority=3, depth=2, key=99)]) == [True]
-    claim = claim_now(worker)
+    reader = FleetFrontier(  # another worker's request: decoded
+        Fleet(server.url, prefix),
+        encode=codec.encode,
+        decode=codec.decode,
+        config=lambda h: FAST,
+        lease_time=30.0,
+    )
+    claim = claim_now(reader)
+    assert claim.item is not request
+    reader.fleet.close()
     assert claim.item.url == request.url
     assert claim.item.callback == spider.parse_item
     assert claim.item.meta == {"depth": 2}

@@ -29,8 +29,9 @@ from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 
 __all__ = ["DEFAULT_BUCKETS", "FORMAT", "Fleet", "FleetCounters", "masked_url"]
 
-#: The layout of the keys; a fleet of another format is refused.
-FORMAT: Final = 1
+#: The layout of the keys; a fleet of another format is refused (2: host states
+#: pickled, and answers carried by claims).
+FORMAT: Final = 2
 #: Seen-set buckets: 2**15. At Redis's default ``set-max-intset-entries`` (512)
 #: the set stays in intsets up to about 15 M URLs (see docs/fleet.rst, sizing).
 DEFAULT_BUCKETS: Final = 1 << 15
@@ -192,8 +193,9 @@ class Fleet:
         self._server_time, self._local_time = value, time.monotonic()
         return value
 
-    def call(self, script: str, *args: Any) -> Any:
-        """Run a fleet script: one round trip (two if Redis lost the script)."""
+    def call(self, script: str, *args: Any, what: str = "") -> Any:
+        """Run a fleet script: one round trip (two if Redis lost the script).
+        ``what``: what the call does, for errors (default: the script's name)."""
         source = self._scripts[script]
         arguments = (self.prefix, *args)
         try:
@@ -211,7 +213,7 @@ class Fleet:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise FleetConnectionLost(
                 f"Lost the connection to Redis at AIMD_REDIS_URL={masked_url(self.url)!r} "
-                f"({script}): {exc}"
+                f"({what or script}): {exc}"
             ) from exc
         except redis.ResponseError as exc:
             message = str(exc)
@@ -220,9 +222,13 @@ class Fleet:
                     f"Redis key {message[len(_KEY_ERROR) :]} "
                     f"(AIMD_FLEET_KEY={self.prefix!r}); not touched"
                 ) from exc
-            raise FleetStoreError(f"Redis refused the fleet's {script} script: {exc}") from exc
+            raise FleetStoreError(
+                f"Redis refused the fleet's {script} script ({what or script}): {exc}"
+            ) from exc
         except redis.RedisError as exc:
-            raise FleetStoreError(f"Redis failed in the fleet's {script} script: {exc}") from exc
+            raise FleetStoreError(
+                f"Redis failed in the fleet's {script} script ({what or script}): {exc}"
+            ) from exc
 
     def _evalsha(self, sha: str, arguments: tuple[Any, ...]) -> Any:
         """EVALSHA on a connection of the client's own pool, held by this fleet:
@@ -260,17 +266,24 @@ class Fleet:
 
 def pack_evalsha(sha: str, arguments: tuple[Any, ...]) -> bytes:
     """``EVALSHA sha 0 *arguments`` in the Redis protocol, as redis-py packs it
-    (str as UTF-8, int and float by their repr) at a tenth of its CPU: a
-    feedback has 15 arguments, a push 7 per request."""
+    (str as UTF-8, int and float by their repr) at a tenth of its CPU: a claim
+    that carries an answer has about 25 arguments, a push 7 per request."""
     parts = [
         b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n"
         % (len(arguments) + 3, len(sha), sha.encode("ascii"))
     ]
     for argument in arguments:
-        if isinstance(argument, bytes):
-            data = argument
-        elif isinstance(argument, str):
+        kind = type(argument)  # the exact types first: most arguments are
+        if kind is str:
             data = argument.encode("utf-8")
+        elif kind is bytes:
+            data = argument
+        elif kind is int or kind is float:
+            data = repr(argument).encode("ascii")
+        elif isinstance(argument, bytes):
+            data = bytes(argument)
+        elif isinstance(argument, str):
+            data = str(argument).encode("utf-8")
         elif isinstance(argument, (int, float)) and not isinstance(argument, bool):
             data = repr(argument).encode("ascii")
         else:

@@ -16,6 +16,15 @@ with another worker's takes one more per retry.
   ran, their children are pushed): their leases go. Until then a worker killed
   loses nothing: the lease expires and the request is queued again.
 
+What need not be answered at once waits for the next claim and goes with it,
+in the same script: answers whose reaction cannot be a refusal
+(:meth:`~FleetFrontier.finish_later`, :meth:`~FleetFrontier.fail_later`),
+sends (:meth:`~FleetFrontier.sent_later`) and leases done
+(:meth:`~FleetFrontier.done_later`). A fleet worker then costs one round trip
+a request; :meth:`~FleetFrontier.flush` sends them alone, and every other call
+that reads or moves a host's state sends them first, so that each host sees
+its events in order.
+
 Requests go in and out as bytes through the caller's codec (the JOBDIR's
 :class:`~scrapy_aimd.jobdir.RequestCodec`). No Scrapy import.
 """
@@ -70,11 +79,34 @@ REAP_PER_CLAIM: Final = 16
 MAX_ATTEMPTS: Final = 50
 #: Requests per push script, so that one script never holds Redis for long.
 PUSH_BATCH: Final = 500
+#: Requests a worker keeps of those it pushed, to hand out as they are when it
+#: claims them itself (not decoded again: most of a claim's CPU); the oldest go
+#: first (a few MB at most).
+OWN_ITEMS: Final = 4096
 _ARRIVAL_CHARS: Final = 16
 #: The sort key (-priority, depth) as one exact float score: priority in
 #: [-2**31, 2**31), depth in [0, 2**21). Ties come out by arrival.
 _DEPTH_BITS: Final = 21
 _PRIORITY_LIMIT: Final = 1 << 31
+
+
+def unpack_fields(packed: bytes) -> list[bytes]:
+    """The values a script packed into one string, each as ``<length>:<bytes>``
+    (``pack`` in common.lua): one reply element instead of one per value, which
+    costs the client about 2 us each. Raises FleetStoreError on a broken string."""
+    fields: list[bytes] = []
+    at, end = 0, len(packed)
+    try:
+        while at < end:
+            colon = packed.index(b":", at)
+            stop = colon + 1 + int(packed[at:colon])
+            if stop > end:
+                raise ValueError("cut short")
+            fields.append(packed[colon + 1 : stop])
+            at = stop
+    except ValueError as exc:
+        raise FleetStoreError(f"a fleet script's reply cannot be read: {exc}") from exc
+    return fields
 
 
 def lease_time(download_timeout: float) -> float:
@@ -125,6 +157,52 @@ class Wait:
     now: float
     queued: int
     leased: int
+
+
+@dataclass(slots=True)
+class _Answer:
+    """An answer (or a change of a host) not yet stored: ``event`` moves the host's
+    controller at ``at``; ``then`` is told the stored reaction."""
+
+    host: str
+    lease: str
+    event: Event
+    at: float
+    then: Callable[[Reaction | None], None]
+    done: bool = False
+    #: Filled when it goes: when it was applied (after the log it knew of), and
+    #: the result that was sent.
+    applied_at: float = 0.0
+    result: Applied | None = None
+
+
+class _Push(Generic[T]):
+    """Requests to queue, as the push script takes them, and who is told how it went."""
+
+    def __init__(
+        self,
+        frontier: FleetFrontier[T],
+        items: Sequence[Item[T]],
+        then: Callable[[list[bool | None]], None],
+    ) -> None:
+        self.frontier, self.items, self.then = frontier, items, then
+        self.args: list[Any] = []
+        self.places: list[int] = []
+
+    def took(self, arrivals: Sequence[Any]) -> None:
+        """The script's reply, an arrival number (0: seen) for each request sent."""
+        result: list[bool | None] = [None] * len(self.items)
+        queued = 0
+        for index, arrival in zip(self.places, arrivals, strict=True):
+            number = int(arrival)
+            result[index] = number > 0
+            if number:
+                queued += 1
+                self.frontier._keep_own(f"{number:016x}", self.items[index].item)
+        counters = self.frontier.counters
+        counters.pushed += queued
+        counters.duplicates += len(self.places) - queued
+        self.then(result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +270,17 @@ class FleetFrontier(Generic[T]):
         self.unserializable = 0
         #: Per host: feedbacks, and of them those applied again (a lost race).
         self.feedbacks_by_host: dict[str, list[int]] = {}
+        #: What goes with the next call (see the module's docstring): answers,
+        #: sends (host, lease, time) and leases done.
+        self._answers: list[_Answer] = []
+        self._pushes: list[_Push[T]] = []
+        self._sent: list[tuple[str, str, str]] = []
+        self._done: list[str] = []
+        #: Leases the latest call forgot of those it carried as done.
+        self._forgotten = 0
+        #: Items this worker pushed, by lease id, while it may claim them itself.
+        self._own: dict[str, T] = {}
+        self._own_ids: set[int] = set()
 
     # -- queue -------------------------------------------------------------------------
 
@@ -199,9 +288,30 @@ class FleetFrontier(Generic[T]):
         """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
         queued, False if its key was seen already, None if it cannot be serialized
         (the caller keeps it locally; counted in ``unserializable``)."""
-        result: list[bool | None] = [None] * len(items)
-        args: list[Any] = []
-        places: list[int] = []
+        self.flush()  # in order: what waits was queued first
+        got: list[list[bool | None]] = []
+        for start in range(0, len(items), PUSH_BATCH):
+            batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
+            reply = self.fleet.call("push", *batch.args) if batch.places else []
+            batch.took(reply)
+        return [flag for flags in got for flag in flags]
+
+    def push_later(
+        self, items: Sequence[Item[T]], then: Callable[[list[bool | None]], None]
+    ) -> None:
+        """:meth:`push`, with the next call (before the leases done that go with
+        it: children are queued before their parent's lease goes); ``then`` is
+        told the results. At most :data:`PUSH_BATCH` wait: the rest go now."""
+        if len(items) + sum(len(b.places) for b in self._pushes) > PUSH_BATCH:
+            then(self.push(items))
+            return
+        self._pushes.append(self._pushable(items, then))
+
+    def _pushable(
+        self, items: Sequence[Item[T]], then: Callable[[list[bool | None]], None]
+    ) -> _Push[T]:
+        """The push script's arguments for ``items`` (those that can be serialized)."""
+        batch: _Push[T] = _Push(self, items, then)
         for index, entry in enumerate(items):
             data = self._encode(entry.item)
             if data is None:
@@ -212,23 +322,29 @@ class FleetFrontier(Generic[T]):
             else:
                 bucket, member = self.seen.bucket_and_member(entry.key)
             gap, limit = self._initial(entry.host)
-            args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket, member)
-            args += (gap, limit)
-            places.append(index)
-            if len(places) == PUSH_BATCH:
-                self._push(args, places, result)
-                args, places = [], []
-        if places:
-            self._push(args, places, result)
-        return result
+            batch.args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket)
+            batch.args += (member, gap, limit)
+            batch.places.append(index)
+        return batch
 
-    def _push(self, args: list[Any], places: list[int], result: list[bool | None]) -> None:
-        reply = self.fleet.call("push", *args)
-        for index, flag in zip(places, reply, strict=True):
-            result[index] = bool(flag)
-        queued = sum(1 for flag in reply if flag)
-        self.counters.pushed += queued
-        self.counters.duplicates += len(reply) - queued
+    def _keep_own(self, lease: str, item: T) -> None:
+        """Keep a pushed item to hand out as it is if this worker claims it (an
+        item pushed twice is kept once: two claims must not share one object)."""
+        if id(item) in self._own_ids:
+            return
+        if len(self._own) >= OWN_ITEMS:
+            oldest = next(iter(self._own))
+            self._own_ids.discard(id(self._own.pop(oldest)))
+        self._own[lease] = item
+        self._own_ids.add(id(item))
+
+    def _item(self, lease: str, member: bytes) -> T:
+        """The claimed item: this worker's own if it kept it, else decoded."""
+        own = self._own.pop(lease, None)
+        if own is not None:
+            self._own_ids.discard(id(own))
+            return own
+        return self._decode(member[_ARRIVAL_CHARS:])
 
     def _initial(self, host: str) -> tuple[str, str]:
         """A new host's gap and limit, as its controller starts."""
@@ -246,34 +362,229 @@ class FleetFrontier(Generic[T]):
 
     def claim(self) -> Claim[T] | Wait:
         """The best request of a host that may start now, leased; or when one may.
-        One round trip (a request that cannot be read costs one more, to drop it)."""
+        One round trip, which also takes what waits for it (requests to queue,
+        answers, sends, leases done); a feedback that lost a race costs one more,
+        and so does a request that cannot be read (to drop it)."""
+        got = self.claim_many(1)
+        return got[0] if isinstance(got, list) else got
+
+    def claim_many(self, count: int) -> list[Claim[T]] | Wait:
+        """Up to ``count`` requests, each as :meth:`claim` would take them one after
+        the other, in one round trip; or when one may start, if none may now."""
         while True:
-            reply = self.fleet.call("claim", repr(self.lease_time), REAP_PER_CLAIM)
-            if reply[0] == 0:
+            records, retries = self._exchange(claim=max(1, count))
+            if not records:
+                raise FleetStoreError("a claim's reply has neither a claim nor a wait")
+            first = unpack_fields(records[0])
+            if first[0] == b"0":
                 self.counters.claim_misses += 1
-                self.counters.reaped += int(reply[5])
+                self.counters.reaped += int(first[5])
+                self._store_again(retries)
                 return Wait(
-                    ready_at=float(reply[1]),
-                    now=self.fleet.saw_time(reply[2]),
-                    queued=int(reply[3]),
-                    leased=int(reply[4]),
+                    ready_at=float(first[1]),
+                    now=self.fleet.saw_time(first[2]),
+                    queued=int(first[3]),
+                    leased=int(first[4]),
                 )
-            member = reply[3]
-            lease_id, host, started, expires = self._claimed(reply)
+            claimed = []
+            for record in records:
+                reply = unpack_fields(record)
+                claimed.append((reply[3], *self._claimed(reply)))
+            self._store_again(retries)
+            claims: list[Claim[T]] = []
+            for member, lease_id, host, started, expires in claimed:
+                try:
+                    item = self._item(lease_id, member)
+                except Exception:
+                    self.counters.undecodable += 1
+                    logger.exception(
+                        "Dropping a request of %s from the fleet's queue that cannot be read "
+                        "(lease %s)",
+                        host,
+                        lease_id,
+                    )
+                    self.done([lease_id])
+                    continue
+                self.counters.claims += 1
+                claims.append(Claim(lease_id, host, item, started, expires))
+            if claims:
+                return claims
+
+    def flush(self) -> None:
+        """Send what waits for the next claim now, without claiming (one round trip;
+        none if nothing waits)."""
+        if self.waiting:
+            _, retries = self._exchange(claim=0)
+            self._store_again(retries)
+
+    @property
+    def waiting(self) -> bool:
+        """Requests to queue, answers, sends or leases done wait for the next call."""
+        return bool(self._pushes or self._answers or self._sent or self._done)
+
+    def _exchange(self, *, claim: int) -> tuple[list[bytes], list[_Answer]]:
+        """One claim script: what waits, then up to ``claim`` claims. Returns the
+        claims' records (packed; one wait record if none could be made, none
+        without a claim) and the answers that lost a race, to be stored again
+        once the claims' records are read."""
+        answers, self._answers = self._answers, []
+        pushes, self._pushes = self._pushes, []
+        sent, self._sent = self._sent, []
+        done, self._done = self._done, []
+        args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
+        args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
+        for push in pushes:
+            args += push.args
+        for report in sent:
+            args += report
+        last = {answer.host: index for index, answer in enumerate(answers)}
+        for index, answer in enumerate(answers):
+            args += self._prepare(answer)
+            args.append("1" if last[answer.host] == index else "0")
+        args += done
+        carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
+        what = ", ".join(name for name, items in carried if items)
+        what = f"claim{' with ' if what else ''}{what}" if claim else what
+        reply = unpack_fields(self.fleet.call("claim", *args, what=what))
+        if len(reply) != 5:
+            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 5")
+        now, forgotten, packed, results, arrivals = reply
+        self.fleet.saw_time(now)
+        self._forgotten = int(forgotten)
+        numbers = unpack_fields(arrivals)
+        at = 0
+        for push in pushes:
+            push.took(numbers[at : at + len(push.places)])
+            at += len(push.places)
+        retries = []
+        fields = unpack_fields(results)
+        at = 0
+        for index, answer in enumerate(answers):
+            ok, version, third, tickets, count = fields[at : at + 5]
+            log = fields[at + 5 : at + 5 + int(count)]
+            at += 5 + int(count)
+            if ok == b"1":
+                kept = log if last[answer.host] == index else None
+                self._stored(answer, int(float(version)), third == b"1", kept)
+            else:
+                self._lost_race(answer, [ok, version, third, tickets, *log])
+                retries.append(answer)
+        return unpack_fields(packed), retries
+
+    def _prepare(self, answer: _Answer) -> list[Any]:
+        """Apply the answer to the host as this worker last saw it (an earlier
+        answer of the same call included), the feedback's arguments as sent."""
+        host = answer.host
+        self.counters.feedbacks += 1
+        self.feedbacks_by_host.setdefault(host, [0, 0])[0] += 1
+        data = self._hosts.get(host) or HostData()
+        at = answer.at
+        if data.log:
+            # Never before what this worker already knew had happened at the host
+            # (its own claims, as in a single process, where a start made before
+            # an answer was handled comes first): the host's controller in hand
+            # has those entries replayed, and goes on without a restore.
             try:
-                item = self._decode(member[_ARRIVAL_CHARS:])
-            except Exception:
-                self.counters.undecodable += 1
-                logger.exception(
-                    "Dropping a request of %s from the fleet's queue that cannot be read "
-                    "(lease %s)",
-                    host,
-                    lease_id,
+                at = max(at, parse_entry(data.log[-1])[2])
+            except ValueError as exc:
+                log_key = self.fleet.key(f"e:{host}")
+                raise FleetStoreError(
+                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
+                ) from exc
+        answer.applied_at = at
+        result = self._apply(answer, data)
+        # The next answer of the same host in this call goes on from this one (the
+        # script takes none after one that lost its race).
+        self._hosts[host] = HostData(
+            data.version + 1, result.state, result.tickets, data.log[result.replayed :]
+        )
+        result.replica.stored(data.version + 1, result.state)
+        self._replicas[host] = result.replica
+        return self._feedback_args(answer, data, result)
+
+    def _apply(self, answer: _Answer, data: HostData) -> Applied:
+        host = answer.host
+        cfg = self._cfg(host)[0]
+        # The replica is taken: the event moves it on, and it is kept again only
+        # once its state is stored.
+        replica = self._replicas.pop(host, None)
+        try:
+            result = apply(
+                cfg, data, answer.event, lease=answer.lease, at=answer.applied_at, replica=replica
+            )
+        except ValueError as exc:
+            key = self.fleet.key(f"h:{host}")
+            raise FleetStoreError(
+                f"Redis key {key} holds a state that cannot be read: {exc}"
+            ) from exc
+        answer.result = result
+        return result
+
+    def _feedback_args(self, answer: _Answer, data: HostData, result: Applied) -> list[Any]:
+        return [
+            answer.host,
+            data.version,
+            result.state,
+            *result.limits.as_args(),
+            answer.lease,
+            "1" if answer.done else "0",
+            repr(self.callback_time),
+            result.tickets,
+            result.replayed,
+            result.last_replayed,
+            repr(answer.applied_at),
+        ]
+
+    def _stored(self, answer: _Answer, version: int, released: bool, log: list[Any] | None) -> None:
+        """The answer's state is stored as ``version``; ``log``: the host's log
+        after it, when the reply carries it (the host's last answer of a call)."""
+        result = answer.result
+        assert result is not None
+        if log is not None:
+            self._hosts[answer.host] = HostData(
+                version, result.state, result.tickets, [e.decode() for e in log]
+            )
+        self.stray_starts += result.stray
+        if answer.lease and not released:
+            self.counters.late_feedback += 1
+        answer.then(result.reaction)
+
+    def _lost_race(self, answer: _Answer, reply: list[Any]) -> None:
+        """Another worker's feedback or claim came first: the host as it is now."""
+        self.counters.conflicts += 1
+        self.feedbacks_by_host[answer.host][1] += 1
+        self._replicas.pop(answer.host, None)
+        version, state, tickets = reply[1:4]
+        self._hosts[answer.host] = HostData(
+            int(float(version)), state, tickets, [e.decode() for e in reply[4:]]
+        )
+
+    def _store_again(self, answers: list[_Answer]) -> None:
+        """Answers that lost a race, applied again to the host as it is now until
+        stored: one round trip each time."""
+        for answer in answers:
+            self._store_alone(answer)
+
+    def _store_alone(self, answer: _Answer) -> None:
+        key = self.fleet.key(f"h:{answer.host}")
+        for _ in range(MAX_ATTEMPTS):
+            data = self._hosts.get(answer.host) or HostData()
+            result = self._apply(answer, data)
+            reply = self.fleet.call("feedback", *self._feedback_args(answer, data, result))
+            self.fleet.saw_time(reply[3])
+            if reply[0] == 1:
+                version = int(float(reply[1]))
+                self._hosts[answer.host] = HostData(
+                    version, result.state, result.tickets, [e.decode() for e in reply[4:]]
                 )
-                self.done([lease_id])
-                continue
-            self.counters.claims += 1
-            return Claim(lease_id, host, item, started, expires)
+                result.replica.stored(version, result.state)
+                self._replicas[answer.host] = result.replica
+                self._stored(answer, version, bool(reply[2]), None)
+                return
+            self._lost_race(answer, [reply[0], reply[1], reply[2], reply[4], *reply[5:]])
+        raise FleetStoreError(
+            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
+        )
 
     def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
         """A claim's or a hold's reply: the host as it shows it is kept; the lease,
@@ -283,9 +594,7 @@ class FleetFrontier(Generic[T]):
         self.counters.reaped += int(reaped)
         self.fleet.saw_time(started)
         host = host_bytes.decode("utf-8", "surrogateescape")
-        self._hosts[host] = HostData(
-            int(float(version)), state.decode(), tickets.decode(), [e.decode() for e in log]
-        )
+        self._hosts[host] = HostData(int(float(version)), state, tickets, [e.decode() for e in log])
         return lease.decode("ascii"), host, float(started), float(expires)
 
     def hold(self, host: str, item: T, origin: str = "") -> Claim[T] | Wait | SharedRobots:
@@ -299,6 +608,7 @@ class FleetFrontier(Generic[T]):
         (:mod:`~scrapy_aimd.fleet.robots_store`): its stored answer if there is
         one, a wait while another worker holds its lock, and with the place the
         lock, for as long as the lease."""
+        self.flush()  # the host's events in order
         gap, limit = self._initial(host)
         reply = self.fleet.call(
             "hold", host, repr(self.lease_time), gap, limit, origin, self.fleet.token
@@ -329,7 +639,37 @@ class FleetFrontier(Generic[T]):
         place is freed (the lease itself stays until :meth:`done`, or goes now if
         ``done``). None if the host's controller did not know the request.
         ``page`` is False for an answer that is not one of the host's pages
-        (robots.txt), as ``HostController.finish`` takes it."""
+        (robots.txt), as ``HostController.finish`` takes it. Stored now, with
+        whatever waited for the next call: one round trip."""
+        got: list[Reaction | None] = []
+        self.finish_later(
+            claim,
+            status=status,
+            latency=latency,
+            retry_after=retry_after,
+            now=now,
+            done=done,
+            page=page,
+            then=got.append,
+        )
+        self.flush()
+        return got[0]
+
+    def finish_later(
+        self,
+        claim: Claim[T],
+        *,
+        status: int,
+        then: Callable[[Reaction | None], None],
+        latency: float | None = None,
+        retry_after: float | None = None,
+        now: float | None = None,
+        done: bool = False,
+        page: bool = True,
+    ) -> None:
+        """:meth:`finish`, stored with the next call; ``then`` is told the reaction
+        once it is. For an answer whose reaction the caller need not know at once
+        (one that cannot be a refusal: the host's events keep their order)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             if ticket is None:
@@ -339,18 +679,34 @@ class FleetFrontier(Generic[T]):
             )
 
         at = self._event_time(claim, now, latency)
-        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
+        self._answers.append(_Answer(claim.host, claim.lease, event, at, then, done))
 
     def fail(
         self, claim: Claim[T], *, timeout: bool, now: float | None = None, done: bool = False
     ) -> Reaction | None:
-        """The download failed without a response (a timeout is a throttle signal)."""
+        """The download failed without a response (a timeout is a throttle signal).
+        Stored now, with whatever waited for the next call: one round trip."""
+        got: list[Reaction | None] = []
+        self.fail_later(claim, timeout=timeout, now=now, done=done, then=got.append)
+        self.flush()
+        return got[0]
+
+    def fail_later(
+        self,
+        claim: Claim[T],
+        *,
+        timeout: bool,
+        then: Callable[[Reaction | None], None],
+        now: float | None = None,
+        done: bool = False,
+    ) -> None:
+        """:meth:`fail`, stored with the next call (see :meth:`finish_later`)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> Reaction | None:
             return None if ticket is None else controller.fail(ticket, at, timeout=timeout)
 
         at = self._event_time(claim, now)
-        return self._update(claim.host, event, at=at, lease=claim.lease, done=done)
+        self._answers.append(_Answer(claim.host, claim.lease, event, at, then, done))
 
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
@@ -361,7 +717,8 @@ class FleetFrontier(Generic[T]):
             change(controller)
 
         at = self.fleet.now() if now is None else now
-        self._update(host, event, at=at, lease="", done=False)
+        self._answers.append(_Answer(host, "", event, at, lambda reaction: None))
+        self.flush()
 
     def _event_time(
         self, claim: Claim[T], now: float | None, latency: float | None = None
@@ -376,102 +733,54 @@ class FleetFrontier(Generic[T]):
             at = max(at, claim.started + latency)
         return max(at, claim.started)
 
-    def _update(
-        self, host: str, event: Event, *, at: float, lease: str, done: bool
-    ) -> Reaction | None:
-        """Apply the event to the host as this worker last saw it (its state, and
-        the log of starts and cancels up to ``at``) and store the result with a
-        check-and-set; while other workers moved the state or logged starts this
-        worker did not know of, apply it again to what the reply shows."""
-        key = self.fleet.key(f"h:{host}")
-        self.counters.feedbacks += 1
-        by_host = self.feedbacks_by_host.setdefault(host, [0, 0])
-        by_host[0] += 1
-        data = self._hosts.get(host) or HostData()
-        cfg = self._cfg(host)[0]
-        if data.log:
-            # Never before what this worker already knew had happened at the host
-            # (its own claims, as in a single process, where a start made before
-            # an answer was handled comes first): the host's controller in hand
-            # has those entries replayed, and goes on without a restore.
-            try:
-                at = max(at, parse_entry(data.log[-1])[2])
-            except ValueError as exc:
-                log_key = self.fleet.key(f"e:{host}")
-                raise FleetStoreError(
-                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
-                ) from exc
-        for _ in range(MAX_ATTEMPTS):
-            try:
-                # The replica is taken: the event moves it on, and it is kept
-                # again only once its state is stored.
-                replica = self._replicas.pop(host, None)
-                result: Applied = apply(cfg, data, event, lease=lease, at=at, replica=replica)
-            except ValueError as exc:
-                raise FleetStoreError(
-                    f"Redis key {key} holds a state that cannot be read: {exc}"
-                ) from exc
-            reply = self.fleet.call(
-                "feedback",
-                host,
-                data.version,
-                result.state,
-                *result.limits.as_args(),
-                lease,
-                "1" if done else "0",
-                repr(self.callback_time),
-                result.tickets,
-                result.replayed,
-                result.last_replayed,
-                repr(at),
-            )
-            if reply[0] == 1:
-                self.fleet.saw_time(reply[3])
-                log = [entry.decode() for entry in reply[4:]]
-                version = int(float(reply[1]))
-                data = self._hosts[host] = HostData(version, result.state, result.tickets, log)
-                result.replica.stored(version, result.state)
-                self._replicas[host] = result.replica
-                self.stray_starts += result.stray
-                if lease and not reply[2]:
-                    self.counters.late_feedback += 1
-                return result.reaction
-            self.counters.conflicts += 1
-            by_host[1] += 1
-            self.fleet.saw_time(reply[3])
-            data = HostData(
-                int(float(reply[1])),
-                reply[2].decode(),
-                reply[4].decode(),
-                [entry.decode() for entry in reply[5:]],
-            )
-        raise FleetStoreError(
-            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
-        )
-
     def sent(self, claim: Claim[T]) -> bool:
         """The claimed request left this worker now, later than its claim: the
-        host's gap counts from now (one round trip; worth it only where the host
-        has a gap). False if the lease no longer holds its place."""
-        return bool(self.fleet.call("sent", claim.host, claim.lease, repr(self.fleet.now())))
+        host's gap counts from now (one round trip, after what waits; worth it only
+        where the host has a gap). False if the lease no longer holds its place."""
+        at = repr(self.fleet.now())
+        self.flush()
+        return bool(self.fleet.call("sent", claim.host, claim.lease, at))
+
+    def sent_later(self, claim: Claim[T]) -> None:
+        """:meth:`sent`, told with the next call (the time is now's)."""
+        self._sent.append((claim.host, claim.lease, repr(self.fleet.now())))
 
     # -- leases ------------------------------------------------------------------------
 
     def done(self, leases: Iterable[str]) -> int:
-        """The crawl is done with these requests: forget their leases (one round trip).
-        A lease with no feedback (dropped before its download) frees its place.
-        Returns how many leases were still there."""
+        """The crawl is done with these requests: forget their leases (one round trip,
+        with whatever waited). A lease with no feedback (dropped before its
+        download) frees its place. Returns how many leases were still there (of
+        those whose answer did not wait with them)."""
         ids = list(leases)
         if not ids:
             return 0
-        forgotten, _ = self.fleet.call("done", *ids)
-        return int(forgotten)
+        self.done_later(ids)
+        self._forgotten = 0
+        self.flush()
+        return self._forgotten
+
+    def done_later(self, leases: Iterable[str]) -> None:
+        """:meth:`done`, with the next call. A lease whose answer waits goes with
+        that answer (so that an answer that loses its race is never taken for a
+        request dropped before its download)."""
+        waiting = {answer.lease: answer for answer in self._answers if answer.lease}
+        for lease in leases:
+            answer = waiting.get(lease)
+            if answer is not None:
+                answer.done = True
+            else:
+                self._done.append(lease)
 
     def give_back(self, leases: Iterable[str]) -> int:
         """Queue these requests again now: the worker stops without finishing them
-        (a shutdown's cancelled downloads). One round trip; returns how many."""
+        (a shutdown's cancelled downloads). One round trip after what waits;
+        returns how many."""
         ids = list(leases)
-        return int(self.fleet.call("give_back", *ids)) if ids else 0
+        if not ids:
+            return 0
+        self.flush()
+        return int(self.fleet.call("give_back", *ids))
 
     def controller(self, host: str) -> HostController | None:
         """The host's controller as this worker's latest reply about it showed it,
@@ -481,6 +790,8 @@ class FleetFrontier(Generic[T]):
         if data is None:
             return None
         replica = self._replicas.get(host)
+        if replica is not None and replica.up_to_date(data):
+            return replica.controller  # asked four times a request: nothing new since
         try:
             if replica is None or not replica.fits(data, math.inf):
                 replica = self._replicas[host] = Replica.of(self._cfg(host)[0], data)
@@ -488,6 +799,7 @@ class FleetFrontier(Generic[T]):
         except ValueError:
             self._replicas.pop(host, None)
             return None  # the next feedback reports it, naming the key
+        replica.viewed = data
         return replica.controller
 
     def reap(self, limit: int = 1000) -> int:
@@ -508,6 +820,7 @@ class FleetFrontier(Generic[T]):
 
     def host(self, host: str) -> HostView | None:
         """The host as the fleet holds it, None if it was never queued."""
+        self.flush()
         version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call("host", host)
         self.fleet.saw_time(now)
         if not version and not gap:

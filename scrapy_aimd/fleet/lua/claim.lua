@@ -1,17 +1,84 @@
--- ARGV: prefix, lease seconds, most expired leases to reap first.
--- Takes the first request of a host that may start now (by its gap, its
--- limit against its in-flight count and its pause, on the server's clock),
+-- ARGV: prefix, lease seconds, most expired leases to reap first, how many
+-- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
+-- reports, feedbacks and done leases it carries, and those: each request as
+-- push.lua takes it (7 values), each sent report as host, lease id, time
+-- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
+-- and '1' if its reply should carry the host's log; each done lease as its id.
+-- What a worker learnt since its last call goes with its next claim, in this
+-- order: the requests queued (before the leases of their parents go), the
+-- sends, the answers (a host whose feedback lost the race here takes no later
+-- feedback of this call: each was computed on the one before), the leases
+-- done; then the claims.
+-- A claim takes the first request of a host that may start now (by its gap,
+-- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply: {1, lease id, host, member, started, expires, version, state, tickets,
---         reaped, log entries...}
---     or {0, next ready time, now, queued, leased, reaped}.
+-- Reply, packed (see pack, common.lua): now, leases forgotten, claims,
+-- feedbacks and the requests' arrival numbers (as push.lua's), the last three
+-- packed too. Claims: each packed, as 1, lease id, host, member, started,
+-- expires, version, state, tickets, reaped (the first claim's), log
+-- entries...; or one, 0, next ready time, now, queued, leased, reaped, when
+-- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
+-- new version, released, '', then how many log entries and those (the log if
+-- asked: else 0), or 0, version, state, tickets, the count and the log.
 check_meta()
 local now = server_now()
+local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
+local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
+local pushed = push_requests(9, n_push)
+local i = 9 + 7 * n_push
+for _ = 1, n_sent do
+  report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
+  i = i + 3
+end
+local results = {}
+local lost = {}
+local function add_result(values, host, with_log)
+  local log = with_log and call('LRANGE', log_key(host), 0, -1) or {}
+  for _, v in ipairs(values) do
+    results[#results + 1] = v
+  end
+  results[#results + 1] = #log
+  for _, entry in ipairs(log) do
+    results[#results + 1] = entry
+  end
+end
+for _ = 1, n_feedback do
+  local f = {}
+  for j = i, i + 12 do
+    f[#f + 1] = ARGV[j]
+  end
+  local host = f[1]
+  local ok, version, third, tickets = false, nil, nil, nil
+  if not lost[host] then
+    ok, version, third, tickets = store_feedback(f, now)
+  end
+  if ok then
+    add_result({1, version, third, ''}, host, ARGV[i + 13] == '1')
+  else
+    lost[host] = true
+    local h = call('HMGET', host_key(host), 'v', 'st', 'tk')
+    add_result({0, h[1] or '0', h[2] or '', h[3] or ''}, host, true)
+  end
+  i = i + 14
+end
+local forgotten = 0
+for _ = 1, n_done do
+  forgotten = forgotten + forget_lease(ARGV[i], now)
+  i = i + 1
+end
+if forgotten > 0 then
+  note_idle(now)
+end
+local wanted = tonumber(ARGV[4])
+if wanted < 1 then
+  return pack({fmt(now), forgotten, '', pack(results), pack(pushed)})
+end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
 local lease_time = tonumber(ARGV[2])
-while true do
+local claims = {}
+while #claims < wanted do
   local first = call('ZRANGEBYSCORE', hosts, '-inf', fmt(now), 'LIMIT', 0, 1)
   if #first == 0 then
     break
@@ -38,15 +105,15 @@ while true do
       call('DECR', P .. ':n')
       rescore(host)
       local st = call('HMGET', key, 'v', 'st', 'tk')
-      local reply = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
-        st[3] or '', reaped}
-      for _, entry in ipairs(call('LRANGE', log_key(host), 0, -1)) do
-        reply[#reply + 1] = entry
-      end
-      return reply
+      local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
+        st[3] or '', #claims == 0 and reaped or 0}
+      claims[#claims + 1] = pack(add_log(claim, host))
     end
   end
 end
-local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-return {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-  call('ZCARD', P .. ':leases'), reaped}
+if #claims == 0 then
+  local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
+  claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+    call('ZCARD', P .. ':leases'), reaped})
+end
+return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed)})

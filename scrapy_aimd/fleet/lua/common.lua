@@ -40,8 +40,8 @@ end
 local function check_meta()
   local key = P .. ':meta'
   local format = call('HGET', key, 'format')
-  if format ~= '1' then
-    fail(key, 'is missing or not a scrapy-aimd fleet of format 1 (the fleet state was deleted or replaced)')
+  if format ~= '2' then
+    fail(key, 'is missing or not a scrapy-aimd fleet of format 2 (the fleet state was deleted or replaced)')
   end
 end
 
@@ -200,4 +200,166 @@ local function add_robots_answer(reply, origin, now)
     reply[#reply + 1] = value
   end
   return true
+end
+
+-- Appends the host's log (its entries not yet folded into its state) to reply.
+local function add_log(reply, host)
+  for _, entry in ipairs(call('LRANGE', log_key(host), 0, -1)) do
+    reply[#reply + 1] = entry
+  end
+  return reply
+end
+
+-- The lease's send was reported (sent.lua, or carried by a claim): the host's
+-- gap counts from then, so that two workers' requests reach the host no closer
+-- than the gap (a single process does the same with HostController.sent).
+-- t: when it was sent (server time, as the worker reckons it). Returns 1 if
+-- the lease still held its place.
+local function report_sent(host, id, t)
+  local l = call('HMGET', P .. ':l:' .. id, 'h', 'r')
+  if l[1] ~= host or l[2] then
+    return 0
+  end
+  local key = host_key(host)
+  local last = num(key, 'last', call('HGET', key, 'last'), -INF)
+  if t > last then
+    call('HSET', key, 'last', fmt(t))
+  end
+  settle_send(host, id)
+  rescore(host)
+  return 1
+end
+
+-- The crawl is done with a request: its lease goes, and its place is freed if
+-- it had no feedback (dropped or cancelled before download). Returns
+-- forgotten, freed (0 or 1 each).
+local function forget_lease(id, now)
+  local lease = P .. ':l:' .. id
+  local l = call('HMGET', lease, 'h', 'r')
+  if not l[1] then
+    return 0, 0
+  end
+  local freed = 0
+  settle_send(l[1], id)
+  if not l[2] then
+    add_in_flight(l[1], -1)
+    log_event(l[1], 'c', id, now)
+    freed = 1
+  end
+  call('DEL', lease)
+  call('ZREM', P .. ':leases', id)
+  rescore(l[1])
+  return 1, freed
+end
+
+-- A feedback: the host's new controller state, stored if its version did not
+-- move and the worker replayed exactly the log entries up to the event
+-- (check-and-set); those entries are dropped and the lease's place released in
+-- the same step. f: a table of host, expected version, state, gap, limit,
+-- pause, lease id ('' for none), '1' to forget the lease ('0' to keep it until
+-- done), seconds the kept lease still holds, tickets, entries of the host's log
+-- replayed, the last of them ('' for none), the event's time.
+-- Returns true, new version, released; or false, version, state, tickets.
+local function store_feedback(f, now)
+  local host = f[1]
+  local key = host_key(host)
+  local log = log_key(host)
+  local v = call('HMGET', key, 'v', 'st', 'tk')
+  local version = num(key, 'v', v[1], 0)
+  local replayed = tonumber(f[11])
+  local at = tonumber(f[13])
+  local current = fmt(version) == f[2]
+  if current and replayed > 0 then
+    current = call('LINDEX', log, replayed - 1) == f[12]
+  end
+  if current then
+    local next_entry = call('LINDEX', log, replayed)
+    if next_entry then
+      local t = tonumber(string.match(next_entry, ' ([^ ]+)$'))
+      current = t ~= nil and t > at
+    end
+  end
+  if not current then
+    return false, fmt(version), v[2] or '', v[3] or ''
+  end
+  call('HSET', key, 'v', fmt(version + 1), 'st', f[3], 'gap', f[4], 'lim', f[5],
+    'pause', f[6], 'tk', f[10])
+  if replayed > 0 then
+    call('LTRIM', log, replayed, -1)
+  end
+  local released = 0
+  local id = f[7]
+  if id ~= '' then
+    local lease = P .. ':l:' .. id
+    local l = call('HMGET', lease, 'h', 'r')
+    if l[1] == host then
+      released = 1
+      settle_send(host, id)
+      if not l[2] then
+        add_in_flight(host, -1)
+        call('HSET', lease, 'r', 1)
+      end
+      if f[8] == '1' then
+        call('DEL', lease)
+        call('ZREM', P .. ':leases', id)
+        note_idle(now)
+      else
+        call('ZADD', P .. ':leases', fmt(now + tonumber(f[9])), id)
+      end
+    end
+  end
+  rescore(host)
+  return true, fmt(version + 1), released
+end
+
+-- Values as one string, each as '<length>:<bytes>' (Python's unpack_fields):
+-- a reply of many short values costs the worker's client a fraction of as many
+-- elements.
+local function pack(values)
+  local out = {}
+  for _, v in ipairs(values) do
+    local text = tostring(v)
+    out[#out + 1] = #text .. ':' .. text
+  end
+  return table.concat(out)
+end
+
+-- Queues requests: from ARGV[first], count of 7 values each (host, score, body,
+-- seen bucket ('' for none), seen member, the host's initial gap, limit).
+-- Adds each request's key to the seen set if absent (or takes it anyway when
+-- no bucket is given) and queues it. Returns a table of each one's arrival
+-- number (queued: its lease id when claimed, in hex) or 0 (seen).
+local function push_requests(first, count)
+  local out = {}
+  local queued, added = 0, 0
+  local hosts = P .. ':hosts'
+  for i = first, first + 7 * (count - 1), 7 do
+    local host, score, body, bucket, member = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+    local new = 1
+    if bucket ~= '' then
+      new = call('SADD', P .. ':s:' .. bucket, member)
+      added = added + new
+    end
+    if new == 1 then
+      local arrival = call('INCR', P .. ':arrival')
+      new = arrival
+      call('ZADD', queue_key(host), score, string.format('%016x', arrival) .. body)
+      local key = host_key(host)
+      if call('EXISTS', key) == 0 then
+        call('HSET', key, 'v', 0, 'gap', ARGV[i + 5], 'lim', ARGV[i + 6], 'fl', 0)
+      end
+      if call('ZSCORE', hosts, host) == false then
+        call('ZADD', hosts, fmt(ready_at(host)), host)
+      end
+      queued = queued + 1
+    end
+    out[#out + 1] = new
+  end
+  if queued > 0 then
+    call('INCRBY', P .. ':n', queued)
+  end
+  if added > 0 then
+    call('INCRBY', P .. ':seen_n', added)
+  end
+  return out
 end
