@@ -42,7 +42,7 @@ from scrapy_aimd.core.robots import (
     Verdict,
     decoded_prefix,
 )
-from scrapy_aimd.crawl import crawl_parts, origin_host, request_origin
+from scrapy_aimd.crawl import crawl_parts, origin_host, request_origin, user_slot
 from scrapy_aimd.settings import read_bool, read_float, read_int
 
 if TYPE_CHECKING:
@@ -198,6 +198,11 @@ class RobotsTxtMiddleware:
         #: How many requests wait in ``_held``.
         self.held = 0
         self._crawl_delays: dict[str, float] = {}
+        #: The largest Crawl-delay of the hosts seen in each user's ``download_slot``.
+        self._slot_delays: dict[str, float] = {}
+        #: The user's slot of an origin's first request that had one: its robots.txt
+        #: is fetched in that slot, whose gap then counts from it.
+        self._origin_slots: dict[str, str] = {}
         #: The network error of each origin's last robots.txt fetch that had one.
         self._network_errors: dict[str, Exception] = {}
 
@@ -225,6 +230,9 @@ class RobotsTxtMiddleware:
         if is_exempt(request):
             return Verdict.ALLOW
         origin = request_origin(request)
+        slot = user_slot(request)
+        if slot is not None:
+            self._origin_slots.setdefault(origin, slot)
         if self.book.needs_fetch(origin, self.clock()):
             self._fetch(origin)
         verdict = self.book.verdict(origin, request.url, self.user_agent(request))
@@ -317,6 +325,9 @@ class RobotsTxtMiddleware:
                 "redirect_ttl": MAX_REDIRECTS,
             },
         )
+        slot = self._origin_slots.get(origin)
+        if slot is not None:
+            request.meta["download_slot"] = slot
         self.stats.inc_value("aimd/robots/requests")
         # Not from inside the caller's scheduling call: the engine may be in it.
         call_later(0, self._crawl, request)
@@ -466,6 +477,19 @@ class RobotsTxtMiddleware:
         if self.listener is not None:
             self.listener.set_crawl_delay(host, delay, crawl_delay_floor(delay))
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
+
+    def slot_crawl_delay(self, slot: str, request: Request) -> float | None:
+        """A request allowed into a user's ``download_slot``: the Crawl-delay of its
+        host if it is larger than the slot's, else None. The slot's controller is
+        the only one of every host in it, so its floor is the largest of their
+        delays (applied where the request is queued, before it can start)."""
+        host = origin_host(request_origin(request))
+        delay = self._crawl_delays.get(host)
+        if slot == host or delay is None or delay <= self._slot_delays.get(slot, 0.0):
+            return None
+        self._slot_delays[slot] = delay
+        logger.info("Crawl-delay of slot %s: %.2fs (robots.txt of %s)", slot, delay, host)
+        return delay
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:
         self.stats.inc_value("aimd/robots/fetch_unreachable")

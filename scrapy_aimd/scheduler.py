@@ -44,12 +44,18 @@ from scrapy_aimd.crawl import (
     crawl_parts,
     request_host,
     request_origin,
+    user_slot,
     when_written,
 )
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
 from scrapy_aimd.reporter import Reporter
-from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsTxtMiddleware, is_exempt
+from scrapy_aimd.robots_middleware import (
+    ROBOTS_META,
+    RobotsTxtMiddleware,
+    crawl_delay_floor,
+    is_exempt,
+)
 from scrapy_aimd.settings import AimdSettingsError, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
@@ -256,6 +262,10 @@ class AimdScheduler:
             if verdict is not Verdict.ALLOW:
                 self._set_aside(request, verdict)
                 return
+            if user_slot(request) is not None:
+                delay = self.robots.slot_crawl_delay(host, request)
+                if delay is not None:
+                    self.set_crawl_delay(host, delay, crawl_delay_floor(delay))
         self.frontier.push(
             host,
             request,

@@ -129,6 +129,27 @@ def test_requests_in_one_slot_share_one_controller_and_keep_their_slot(tmp_path:
     assert result.stats.get("aimd/in_flight_at_close") == 0
 
 
+def test_a_crawl_delay_holds_for_a_slot_that_groups_its_host_with_others(
+    tmp_path: Path,
+) -> None:
+    """A robots.txt Crawl-delay of one host of a user's slot is the floor of the
+    slot's gap: the slot is the host's only controller, so the host's requests are
+    never closer than its delay (its requests and the other host's, being one
+    slot's, never either)."""
+    specs = [
+        HostSpec(name="delayed", pages=6, links_per_page=2, crawl_delay=0.3),
+        HostSpec(name="other", pages=6, links_per_page=2),
+    ]
+    result, log, _ = crawl(
+        specs, tmp_path, {"ROBOTSTXT_OBEY": True}, spider="components.SharedSlotSpider"
+    )
+    delayed = [r for r in log if r["host"] == "delayed"]
+    assert len([r for r in delayed if r["reason"] != "robots"]) >= 7
+    assert min(arrival_gaps(delayed)) >= 0.3 - 0.01, arrival_gaps(delayed)
+    assert "Crawl-delay of slot shared: 0.30s" in result.log
+    assert result.stats.get("aimd/in_flight_at_close") == 0
+
+
 # -- 4 and 5. where each value went; misspelled settings -------------------------------
 
 
