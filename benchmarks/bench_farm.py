@@ -624,6 +624,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         help="also crawl these hosts alone with their limits removed (the crawler's own bound)",
     )
+    add_set_option(parser)
+    args = parser.parse_args(argv)
+    read_set_option(parser, args)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.cap is not None and args.cap <= 0:
+        parser.error("--cap must be positive")
+    return args
+
+
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set NAME=VALUE``: a Scrapy setting for every crawler (see
+    :func:`read_set_option`)."""
     parser.add_argument(
         "--set",
         action="append",
@@ -632,27 +645,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a Scrapy setting for every crawler (a JSON value, or a string),"
         " e.g. CONCURRENT_REQUESTS_PER_DOMAIN=16",
     )
-    args = parser.parse_args(argv)
-    try:
-        args.settings = dict(setting_arg(value) for value in args.set)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
-    if args.cap is not None and args.cap <= 0:
-        parser.error("--cap must be positive")
-    return args
 
 
-def setting_arg(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` from the command line: the value as JSON if it is, else a string."""
-    name, equals, raw = text.partition("=")
-    if not equals or not name:
-        raise ValueError(f"--set {text!r}: expected NAME=VALUE")
-    try:
-        return name, json.loads(raw)
-    except json.JSONDecodeError:
-        return name, raw
+def read_set_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``args.settings``: the ``--set`` values, each a JSON value if it is one, else
+    a string."""
+    settings = {}
+    for text in args.set:
+        name, equals, raw = text.partition("=")
+        if not equals or not name:
+            parser.error(f"--set {text!r}: expected NAME=VALUE")
+        try:
+            settings[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            settings[name] = raw
+    args.settings = settings
+
+
+def chosen_contenders(names: list[str] | None, settings: dict[str, Any]) -> list[Contender]:
+    """The crawlers to run (all by default), each with ``settings`` on top of its own."""
+    return [
+        dataclasses.replace(contender, settings={**contender.settings, **settings})
+        for contender in (CONTENDERS[name] for name in (names or CONTENDERS))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -660,10 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = specs_from_json(json.loads(args.farm.read_text())) if args.farm else benchmark_farm()
     possible = possible_crawl_seconds(specs, concurrency=CONCURRENT_REQUESTS)
     cap = args.cap if args.cap is not None else default_cap(possible)
-    chosen = [
-        dataclasses.replace(c, settings={**c.settings, **args.settings})
-        for c in (CONTENDERS[name] for name in (args.only or CONTENDERS))
-    ]
+    chosen = chosen_contenders(args.only, args.settings)
     pages = sum(len(spec.page_ids()) for spec in specs)
     print(f"machine: {machine()}")
     print(

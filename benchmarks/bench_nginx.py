@@ -34,7 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_farm import CONTENDERS, CRAWL_SCRIPT, Contender, crawl_settings, machine, setting_arg
+from bench_farm import (
+    CONTENDERS,
+    CRAWL_SCRIPT,
+    Contender,
+    add_set_option,
+    chosen_contenders,
+    crawl_settings,
+    machine,
+    read_set_option,
+)
 from nginx.accesslog import HostFigures, host_figures, read_log
 from nginx.hosts import HOSTS, NginxHost
 from nginx.server import find_nginx, run_nginx
@@ -285,18 +294,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--keep", type=Path, help="keep nginx's logs, the crawl logs and events")
     parser.add_argument("--docs", type=Path, default=DOCS, help="python3-doc's HTML directory")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a Scrapy setting for every crawler (a JSON value, or a string)",
-    )
+    add_set_option(parser)
     args = parser.parse_args(argv)
-    try:
-        args.settings = dict(setting_arg(value) for value in args.set)
-    except ValueError as exc:
-        parser.error(str(exc))
+    read_set_option(parser, args)
     if args.cap <= 0 or args.deadline <= 0:
         parser.error("--cap and --deadline must be positive")
     return args
@@ -312,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.docs.is_dir():
         print(f"{args.docs} is missing (apt-get install python3-doc)", file=sys.stderr)
         return 2
-    chosen = [
-        dataclasses.replace(c, settings={**c.settings, **args.settings})
-        for c in (CONTENDERS[name] for name in (args.only or CONTENDERS))
-    ]
+    chosen = chosen_contenders(args.only, args.settings)
     runs: list[NginxRun] = []
     with tempfile.TemporaryDirectory(prefix="bench-nginx-") as temp:
         base = args.keep or Path(temp)
