@@ -314,3 +314,15 @@ def test_bench_farm_crawls_a_host_alone(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "out.json").read_text())
     assert set(report["alone_seconds"]) == {"quick"}
     assert report["alone_seconds"]["quick"] > 0
+
+
+def test_set_gives_every_crawler_the_same_settings(bench: Any) -> None:
+    args = bench.parse_args(["--set", "CONCURRENT_REQUESTS_PER_DOMAIN=16", "--set", "X=abc"])
+    assert args.settings == {"CONCURRENT_REQUESTS_PER_DOMAIN": 16, "X": "abc"}
+    chosen = bench.chosen_contenders(None, args.settings)
+    assert [c.name for c in chosen] == list(bench.CONTENDERS)
+    for contender in chosen:
+        assert contender.settings["CONCURRENT_REQUESTS_PER_DOMAIN"] == 16
+    assert chosen[-1].settings["ADDONS"] == {"scrapy_aimd.Addon": 500}
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--set", "no value"])
