@@ -178,6 +178,18 @@ def test_fixed_concurrency_stays_at_max() -> None:
     assert host.concurrency == 4
 
 
+def test_fixed_concurrency_stays_at_max_when_the_pages_become_slower() -> None:
+    # Slow start's knee (KNEE_RISE) is for a limit that is earned, not a fixed one.
+    host = make(adaptive=False, max_concurrency=8)
+    now = 0.0
+    for latency in (1.0, 1.0, 2.0, 2.0):
+        tickets = [host.start(now) for _ in range(8)]
+        now += latency
+        for ticket in tickets:
+            host.finish(ticket, now, status=200, latency=latency)
+        assert host.concurrency == 8
+
+
 # -- rule 2: what counts as a throttle signal --------------------------------------
 
 

@@ -721,7 +721,7 @@ class HostController:
                 pages.append(latency)
                 if len(pages) > LATENCY_SAMPLES:
                     del pages[0]
-                if self._slow_start and 2 * len(pages) >= self._concurrency:
+                if self.cfg.adaptive and self._slow_start and 2 * len(pages) >= self._concurrency:
                     self._found_room(self._round, now)
         threshold = self._latency_threshold()
         slow = latency > threshold
