@@ -467,6 +467,8 @@ class FleetScheduler:
             return self.local.popleft()
         if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
             self._give_back_claimed()
+        if self.claimed:
+            self._give_back_held()
         if not self.claimed:
             claims = self.frontier.claim_many(self._room())
             if not isinstance(claims, list):
@@ -508,6 +510,25 @@ class FleetScheduler:
             self.claimed.clear()
             self.frontier.give_back(leases)
             logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
+
+    def _give_back_held(self) -> None:
+        """Requests claimed with others whose host may no longer start, as this
+        worker knows it (a refusal stored since: a pause, a lower limit): back to
+        their queues, not out inside the pause or above the limit."""
+        assert self.frontier is not None
+        now, over, back = self.fleet.now(), {}, []
+        for entry in list(self.claimed):
+            host = entry[0].host
+            if host not in over:
+                known = self._controller(host)
+                paused = known.paused_until > now
+                over[host] = CLAIM_BATCH if paused else known.in_flight - known.concurrency
+            if over[host] > 0:
+                over[host] -= 1
+                self.claimed.remove(entry)
+                back.append(entry[0].lease)
+        if back:
+            self.frontier.give_back(back)
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host

@@ -1,0 +1,82 @@
+"""The fleet scheduler in one process, against a real redis-server: a real
+crawler and engine (never started), its scheduler's calls made as the engine
+makes them, so that what a worker hands out can be checked request by request."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import twisted.internet.reactor  # noqa: F401  (call_later needs a reactor installed)
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from scrapy import Request, Spider
+from scrapy.core.engine import ExecutionEngine
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.test import get_crawler
+
+from scrapy_aimd.fleet_scheduler import FleetScheduler
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+server = pytest.fixture(scope="module")(serve)
+prefix = pytest.fixture(fleet_prefix)
+
+Workers = Callable[..., FleetScheduler]
+
+
+class _Spider(Spider):
+    name = "fleet-scheduler"
+
+    def parse(self, response: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
+    """Fleet schedulers of one fleet, opened: each call makes another."""
+    made: list[FleetScheduler] = []
+
+    def make(**settings: Any) -> FleetScheduler:
+        crawler = get_crawler(
+            _Spider,
+            {
+                "AIMD_REDIS_URL": server.url,
+                "AIMD_FLEET_KEY": prefix,
+                "ADDONS": {"scrapy_aimd.Addon": 500},
+                "ROBOTSTXT_OBEY": False,
+                **settings,
+            },
+        )
+        crawler.spider = crawler._create_spider()
+        crawler.engine = ExecutionEngine(crawler, lambda _: None)
+        scheduler = FleetScheduler.from_crawler(crawler)
+        assert scheduler is not None
+        scheduler.open(crawler.spider, BaseDupeFilter())
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        scheduler.fleet.close()
+
+
+def answer(scheduler: FleetScheduler, request: Request, status: int, **feedback: Any) -> None:
+    """The feedback middleware's ``response_feedback`` for ``request``."""
+    scheduler._on_feedback(request, status=status, latency=0.01, **feedback)
+
+
+def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) -> None:
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()
+    assert first is not None
+    assert len(scheduler.claimed) == 3  # claimed together, not handed out yet
+    answer(scheduler, first, 429, retry_after=30.0)
+    # The host is paused for 30 s: none of its leftovers may go out.
+    assert scheduler.next_request() is None
+    assert not scheduler.claimed
+    assert list(scheduler.claims) == [first]
+    host = scheduler.frontier.host("h.test") if scheduler.frontier else None
+    assert host is not None and host.queued == 3 and host.in_flight == 0  # its place freed
