@@ -513,17 +513,21 @@ class FleetScheduler:
 
     def _give_back_held(self) -> None:
         """Requests claimed with others whose host may no longer start, as this
-        worker knows it (a refusal stored since: a pause, a lower limit): back to
-        their queues, not out inside the pause or above the limit."""
+        worker knows it (a refusal stored since: a pause, a lower limit), or
+        claimed a gap ago or more: back to their queues, not out inside the pause
+        or above the limit. (Redis holds a host with a gap until its claim's send
+        is reported, two gaps at most: one sent later than a gap after its claim
+        would let another worker's start come closer to it than the gap.)"""
         assert self.frontier is not None
-        now, over, back = self.fleet.now(), {}, []
+        now, back = self.fleet.now(), []
+        over: dict[str, int] = {}
         for entry in list(self.claimed):
             host = entry[0].host
+            known = self._controller(host)
             if host not in over:
-                known = self._controller(host)
                 paused = known.paused_until > now
                 over[host] = CLAIM_BATCH if paused else known.in_flight - known.concurrency
-            if over[host] > 0:
+            if over[host] > 0 or 0 < known.delay <= now - entry[0].started:
                 over[host] -= 1
                 self.claimed.remove(entry)
                 back.append(entry[0].lease)

@@ -4,6 +4,7 @@ makes them, so that what a worker hands out can be checked request by request.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -80,3 +81,20 @@ def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) 
     assert list(scheduler.claims) == [first]
     host = scheduler.frontier.host("h.test") if scheduler.frontier else None
     assert host is not None and host.queued == 3 and host.in_flight == 0  # its place freed
+
+
+def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers) -> None:
+    """Redis holds a host with a gap until its claim's send is reported, for two
+    gaps at most: a leftover sent later than one gap after its claim would let
+    another worker's start come closer to it than the gap."""
+    gap = 0.04
+    scheduler = worker(AIMD_MIN_DELAY=gap)
+    for n in range(3):
+        scheduler.enqueue_request(Request(f"http://h{n}.test/", dont_filter=True))
+    assert scheduler.next_request() is not None
+    assert len(scheduler.claimed) == 2
+    time.sleep(1.5 * gap)  # under CLAIMED_FOR: the leftovers are still there
+    request = scheduler.next_request()
+    if request is not None:  # claimed afresh, never a leftover out of its time
+        assert scheduler.fleet.now() - scheduler.claims[request].started < gap
+    assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
