@@ -536,10 +536,12 @@ class FleetScheduler:
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
-        self.claims[request] = claim
         self.flights.handed_out(request, host, None, now)
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
+        # Once nothing can fail: a request never handed out is not taken for done
+        # at close (its lease expires and it is queued again).
+        self.claims[request] = claim
         self._status = None
         return request
 

@@ -226,6 +226,36 @@ def test_no_lease_done_goes_after_a_call_that_lost_its_pushes(
     assert fleet.status().leased == 1
 
 
+_DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        b'{"delay": 1' + b"0" * 400 + b"}",  # too large for a float
+        # A pickled list nested too deep under "memory" (plain values only).
+        b"\x80\x05}\x8c\x06memory" + b"]" * _DEEP + b"a" * (_DEEP - 1) + b"s.",
+    ],
+    ids=["overflow", "recursion"],
+)
+def test_a_state_the_controller_cannot_restore_gives_an_error_naming_the_key(
+    server: RedisServer, raw: redis.Redis, prefix: str, state: bytes
+) -> None:
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    fleet.finish(claim, status=200, latency=0.01, done=True)
+    raw.hset(f"{prefix}:h:h", "st", state)
+    raw.hincrby(f"{prefix}:h:h", "v", 1)
+    fleet.push([Entry("h", b"2")])
+    again = fleet.claim()  # reads the state again
+    assert isinstance(again, Claim)
+    assert fleet.controller("h") is None  # for stats and events: nothing to show
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h holds a state that cannot"):
+        fleet.finish(again, status=200, latency=0.01)
+
+
 def test_a_closing_worker_leaves_the_shared_state(server: RedisServer, prefix: str) -> None:
     first = worker(server.url, prefix)
     first.push([Entry("h", b"1"), Entry("h", b"2")])
