@@ -259,6 +259,7 @@ class FleetScheduler:
             decode=codec.decode,
             config=self.configs.for_host,
             lease_time=self._lease_time,
+            in_use=self.claims.__contains__,
         )
         for handler, signal in self._handlers():
             self.crawler.signals.connect(handler, signal=signal)

@@ -98,3 +98,21 @@ def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers
     if request is not None:  # claimed afresh, never a leftover out of its time
         assert scheduler.fleet.now() - scheduler.claims[request].started < gap
     assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
+
+
+def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
+    worker: Workers,
+) -> None:
+    """A spider that yields ``response.request`` again (``dont_filter``) while its
+    first claim is in flight: one object must not hold two leases."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    request = Request("http://h.test/", dont_filter=True)
+    scheduler.enqueue_request(request)
+    assert scheduler.next_request() is request  # its own, as it is
+    first = scheduler.claims[request]
+    scheduler.enqueue_request(request)
+    again = scheduler.next_request()
+    assert again is not None and again is not request
+    assert again.url == request.url
+    assert scheduler.claims[request] is first
+    assert scheduler.claims[again].lease != first.lease

@@ -245,8 +245,12 @@ class FleetFrontier(Generic[T]):
         config: Callable[[str], ControllerConfig],
         lease_time: float,
         seen: FleetSeenSet | None = None,
+        in_use: Callable[[T], bool] | None = None,
     ) -> None:
-        """``lease_time``: seconds a claim holds (the download timeout plus a margin)."""
+        """``lease_time``: seconds a claim holds (the download timeout plus a margin).
+        ``in_use``: whether the caller still has an item out (claimed, not done):
+        one pushed again meanwhile is decoded afresh when claimed, never handed
+        out as the same object twice."""
         if not math.isfinite(lease_time) or lease_time <= 0:
             raise ValueError(f"lease_time={lease_time!r}: expected a finite number > 0")
         self.fleet = fleet
@@ -285,6 +289,7 @@ class FleetFrontier(Generic[T]):
         #: Items this worker pushed, by lease id, while it may claim them itself.
         self._own: dict[str, T] = {}
         self._own_ids: set[int] = set()
+        self._in_use = in_use
 
     # -- queue -------------------------------------------------------------------------
 
@@ -347,7 +352,8 @@ class FleetFrontier(Generic[T]):
         own = self._own.pop(lease, None)
         if own is not None:
             self._own_ids.discard(id(own))
-            return own
+            if self._in_use is None or not self._in_use(own):
+                return own
         return self._decode(member[_ARRIVAL_CHARS:])
 
     def _initial(self, host: str) -> tuple[str, str]:
