@@ -53,6 +53,7 @@ from scrapy_aimd.crawl import (
     crawl_parts,
     origin_host,
     request_host,
+    user_slot,
     when_written,
 )
 from scrapy_aimd.events import EventLog
@@ -70,7 +71,12 @@ from scrapy_aimd.fleet.connection import masked_url
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
-from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, RobotsTxtMiddleware
+from scrapy_aimd.robots_middleware import (
+    ROBOTS_META,
+    RobotsAnswer,
+    RobotsTxtMiddleware,
+    crawl_delay_floor,
+)
 from scrapy_aimd.settings import AimdSettingsError, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.wake import WakeTimer
@@ -391,6 +397,8 @@ class FleetScheduler:
         """Buffer the request for the fleet; its key, unless ``dont_filter`` asks
         otherwise (start requests are checked all the same: every worker sends
         them)."""
+        if self.robots is not None and user_slot(request) is not None:
+            self._slot_crawl_delay(request)
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
@@ -410,6 +418,18 @@ class FleetScheduler:
             )
         )
         self.stats.inc_value("aimd/enqueued")
+
+    def _slot_crawl_delay(self, request: Request) -> None:
+        """A request allowed into a user's ``download_slot``: the slot's controller
+        is the only one of every host in it, so it keeps the largest Crawl-delay of
+        theirs, stored before the request is queued (as in a single process)."""
+        assert self.robots is not None
+        if self.robots.verdict(request) is not Verdict.ALLOW:
+            return  # denied: never sent (a held one comes back here once allowed)
+        slot = request_host(request)
+        delay = self.robots.slot_crawl_delay(slot, request)
+        if delay is not None:
+            self.set_crawl_delay(slot, delay, crawl_delay_floor(delay))
 
     def _key(self, request: Request) -> int | None:
         """The request's 64-bit key; None for a redirect to a URL of the same key as

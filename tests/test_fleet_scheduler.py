@@ -17,6 +17,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -116,3 +117,19 @@ def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
     assert again.url == request.url
     assert scheduler.claims[request] is first
     assert scheduler.claims[again].lease != first.lease
+
+
+def test_a_users_slot_keeps_the_largest_crawl_delay_of_its_hosts(worker: Workers) -> None:
+    """A ``download_slot`` that groups hosts is their only controller: it takes the
+    Crawl-delay of each host whose request is queued in it, the largest of them."""
+    scheduler = worker(ROBOTSTXT_OBEY=True)
+    robots = scheduler.robots
+    assert robots is not None and scheduler.frontier is not None
+    for origin, delay in (("http://a.test", 0.5), ("http://b.test", 0.2)):
+        robots.read_shared(
+            origin, RobotsAnswer(200, f"User-agent: *\nCrawl-delay: {delay}\n".encode())
+        )
+    for name in ("a", "b"):
+        scheduler.enqueue_request(Request(f"http://{name}.test/", meta={"download_slot": "group"}))
+    group = scheduler.frontier.host("group")
+    assert group is not None and group.delay == pytest.approx(crawl_delay_floor(0.5))
