@@ -205,8 +205,9 @@ def test_a_call_that_fails_before_its_script_keeps_what_it_carried(
     assert (status.queued, status.leased) == (0, 2)  # the parent is fetched again
 
 
+@pytest.mark.parametrize("later", [True, False], ids=["with-the-next-call", "at-once"])
 def test_no_lease_done_goes_after_a_call_that_lost_its_pushes(
-    server: RedisServer, raw: redis.Redis, prefix: str
+    server: RedisServer, raw: redis.Redis, prefix: str, later: bool
 ) -> None:
     """A call that carried children failed in Redis: their parent stays leased,
     to be queued again when the lease expires, children and all."""
@@ -217,9 +218,11 @@ def test_no_lease_done_goes_after_a_call_that_lost_its_pushes(
     queued = raw.get(f"{prefix}:n")
     raw.delete(f"{prefix}:n")
     raw.lpush(f"{prefix}:n", "x")
-    fleet.push_later([Entry("a", b"child")], lambda results: None)
+    child = [Entry("a", b"child")]
+    if later:
+        fleet.push_later(child, lambda results: None)
     with pytest.raises(FleetStoreError, match="WRONGTYPE"):
-        fleet.flush()
+        fleet.flush() if later else fleet.push(child)
     raw.delete(f"{prefix}:n")
     raw.set(f"{prefix}:n", queued or 0)
     fleet.done([parent.lease])

@@ -297,12 +297,16 @@ class FleetFrontier(Generic[T]):
         """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
         queued, False if its key was seen already, None if it cannot be serialized
         (the caller keeps it locally; counted in ``unserializable``)."""
-        self.flush()  # in order: what waits was queued first
         got: list[list[bool | None]] = []
-        for start in range(0, len(items), PUSH_BATCH):
-            batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
-            reply = self.fleet.call("push", *batch.args) if batch.places else []
-            batch.took(reply)
+        try:
+            self.flush()  # in order: what waits was queued first
+            for start in range(0, len(items), PUSH_BATCH):
+                batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
+                reply = self.fleet.call("push", *batch.args) if batch.places else []
+                batch.took(reply)
+        except Exception:
+            self._pushes_lost = True  # some of them may be: see _pushes_lost
+            raise
         return [flag for flags in got for flag in flags]
 
     def push_later(
