@@ -1,15 +1,18 @@
 """The fleet scheduler in one process, against a real redis-server: a real
 crawler and engine (never started), its scheduler's calls made as the engine
-makes them, so that what a worker hands out can be checked request by request."""
+makes them, so that what a worker hands out can be checked request by request.
+Each test runs in a running asyncio loop, as a crawl's scheduler does (Scrapy's
+``call_later`` needs one, or a reactor, which this process must not install)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import twisted.internet.reactor  # noqa: F401  (call_later needs a reactor installed)
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 from scrapy import Request, Spider
 from scrapy.core.engine import ExecutionEngine
@@ -47,6 +50,7 @@ def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
                 "AIMD_FLEET_KEY": prefix,
                 "ADDONS": {"scrapy_aimd.Addon": 500},
                 "ROBOTSTXT_OBEY": False,
+                "DOWNLOAD_HANDLERS": {"http": None, "https": None},  # nothing is sent
                 **settings,
             },
         )
@@ -63,11 +67,25 @@ def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
         scheduler.fleet.close()
 
 
+def in_a_loop(test: Callable[..., None]) -> Callable[..., None]:
+    """The test, run inside a running asyncio loop."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        async def main() -> None:
+            test(*args, **kwargs)
+
+        asyncio.run(main())
+
+    return run
+
+
 def answer(scheduler: FleetScheduler, request: Request, status: int, **feedback: Any) -> None:
     """The feedback middleware's ``response_feedback`` for ``request``."""
     scheduler._on_feedback(request, status=status, latency=0.01, **feedback)
 
 
+@in_a_loop
 def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) -> None:
     scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
     for n in range(4):
@@ -84,6 +102,7 @@ def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) 
     assert host is not None and host.queued == 3 and host.in_flight == 0  # its place freed
 
 
+@in_a_loop
 def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers) -> None:
     """Redis holds a host with a gap until its claim's send is reported, for two
     gaps at most: a leftover sent later than one gap after its claim would let
@@ -101,6 +120,7 @@ def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers
     assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
 
 
+@in_a_loop
 def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
     worker: Workers,
 ) -> None:
@@ -119,6 +139,7 @@ def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
     assert scheduler.claims[again].lease != first.lease
 
 
+@in_a_loop
 def test_a_users_slot_keeps_the_largest_crawl_delay_of_its_hosts(worker: Workers) -> None:
     """A ``download_slot`` that groups hosts is their only controller: it takes the
     Crawl-delay of each host whose request is queued in it, the largest of them."""
