@@ -154,3 +154,30 @@ def test_a_users_slot_keeps_the_largest_crawl_delay_of_its_hosts(worker: Workers
         scheduler.enqueue_request(Request(f"http://{name}.test/", meta={"download_slot": "group"}))
     group = scheduler.frontier.host("group")
     assert group is not None and group.delay == pytest.approx(crawl_delay_floor(0.5))
+
+
+@in_a_loop
+def test_leftover_claims_above_a_limit_lowered_since_are_given_back(worker: Workers) -> None:
+    scheduler = worker(AIMD_MAX_CONCURRENCY=8)
+    for n in range(100):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    for _ in range(20):  # good rounds, until the host takes 4 at once (bounded)
+        if scheduler._controller("h.test").concurrency >= 4:
+            break
+        out = []
+        while (request := scheduler.next_request()) is not None:
+            out.append(request)
+        for request in out:
+            answer(scheduler, request, 200)
+        assert scheduler.frontier is not None
+        scheduler.frontier.flush()
+    first = scheduler.next_request()
+    assert first is not None
+    assert len(scheduler.claimed) >= 2  # claimed with it, not handed out yet
+    answer(scheduler, first, 503)  # an overload: the limit is halved
+    limit = scheduler._controller("h.test").concurrency
+    assert limit < len(scheduler.claimed)
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+    assert len(out) <= limit
