@@ -53,6 +53,7 @@ from scrapy_aimd.crawl import (
     crawl_parts,
     origin_host,
     request_host,
+    user_slot,
     when_written,
 )
 from scrapy_aimd.events import EventLog
@@ -70,7 +71,12 @@ from scrapy_aimd.fleet.connection import masked_url
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
-from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, RobotsTxtMiddleware
+from scrapy_aimd.robots_middleware import (
+    ROBOTS_META,
+    RobotsAnswer,
+    RobotsTxtMiddleware,
+    crawl_delay_floor,
+)
 from scrapy_aimd.settings import AimdSettingsError, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.wake import WakeTimer
@@ -259,6 +265,7 @@ class FleetScheduler:
             decode=codec.decode,
             config=self.configs.for_host,
             lease_time=self._lease_time,
+            in_use=self.claims.__contains__,
         )
         for handler, signal in self._handlers():
             self.crawler.signals.connect(handler, signal=signal)
@@ -390,6 +397,8 @@ class FleetScheduler:
         """Buffer the request for the fleet; its key, unless ``dont_filter`` asks
         otherwise (start requests are checked all the same: every worker sends
         them)."""
+        if self.robots is not None and user_slot(request) is not None:
+            self._slot_crawl_delay(request)
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
@@ -409,6 +418,18 @@ class FleetScheduler:
             )
         )
         self.stats.inc_value("aimd/enqueued")
+
+    def _slot_crawl_delay(self, request: Request) -> None:
+        """A request allowed into a user's ``download_slot``: the slot's controller
+        is the only one of every host in it, so it keeps the largest Crawl-delay of
+        theirs, stored before the request is queued (as in a single process)."""
+        assert self.robots is not None
+        if self.robots.verdict(request) is not Verdict.ALLOW:
+            return  # denied: never sent (a held one comes back here once allowed)
+        slot = request_host(request)
+        delay = self.robots.slot_crawl_delay(slot, request)
+        if delay is not None:
+            self.set_crawl_delay(slot, delay, crawl_delay_floor(delay))
 
     def _key(self, request: Request) -> int | None:
         """The request's 64-bit key; None for a redirect to a URL of the same key as
@@ -467,6 +488,8 @@ class FleetScheduler:
             return self.local.popleft()
         if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
             self._give_back_claimed()
+        if self.claimed:
+            self._give_back_held()
         if not self.claimed:
             claims = self.frontier.claim_many(self._room())
             if not isinstance(claims, list):
@@ -509,12 +532,37 @@ class FleetScheduler:
             self.frontier.give_back(leases)
             logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
 
+    def _give_back_held(self) -> None:
+        """Requests claimed with others whose host may no longer start, as this
+        worker knows it (a refusal stored since: a pause, a lower limit), or
+        claimed a gap ago or more: back to their queues, not out inside the pause
+        or above the limit. (Redis holds a host with a gap until its claim's send
+        is reported, two gaps at most: one sent later than a gap after its claim
+        would let another worker's start come closer to it than the gap.)"""
+        assert self.frontier is not None
+        now, back = self.fleet.now(), []
+        over: dict[str, int] = {}
+        for entry in list(self.claimed):
+            host = entry[0].host
+            known = self._controller(host)
+            if host not in over:
+                paused = known.paused_until > now
+                over[host] = CLAIM_BATCH if paused else known.in_flight - known.concurrency
+            if over[host] > 0 or 0 < known.delay <= now - entry[0].started:
+                over[host] -= 1
+                self.claimed.remove(entry)
+                back.append(entry[0].lease)
+        if back:
+            self.frontier.give_back(back)
+
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
-        self.claims[request] = claim
         self.flights.handed_out(request, host, None, now)
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
+        # Once nothing can fail: a request never handed out is not taken for done
+        # at close (its lease expires and it is queued again).
+        self.claims[request] = claim
         self._status = None
         return request
 

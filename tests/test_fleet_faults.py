@@ -160,11 +160,103 @@ def test_a_corrupt_host_state_gives_an_error_naming_the_key(
     raw.hset(f"{prefix}:h:h", "st", '{"concurrency": -3}')
     raw.hincrby(f"{prefix}:h:h", "v", 1)
     raw.hset(f"{prefix}:h:h", "fl", 0)
+    fleet = worker(server.url, prefix)  # the first one's answer waits still, failing
     fleet.push([Entry("h", b"3")])
     third = fleet.claim()  # reads the state again
     assert isinstance(third, Claim)
     with pytest.raises(FleetStoreError, match=f"{prefix}:h:h .*concurrency=-3"):
         fleet.finish(third, status=200, latency=0.01)
+
+
+def _corrupt_state_seen(fleet: FleetFrontier[bytes], raw: redis.Redis, prefix: str) -> Claim[bytes]:
+    """A claim of host b whose reply carried a state that cannot be read."""
+    fleet.push([Entry("b", b"1")])
+    first = fleet.claim()
+    assert isinstance(first, Claim)
+    fleet.finish(first, status=200, latency=0.01, done=True)
+    raw.hset(f"{prefix}:h:b", "st", "{not json")
+    raw.hincrby(f"{prefix}:h:b", "v", 1)
+    fleet.push([Entry("b", b"2")])
+    again = fleet.claim()  # reads the state again
+    assert isinstance(again, Claim)
+    return again
+
+
+def test_a_call_that_fails_before_its_script_keeps_what_it_carried(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """Another host's corrupt state stops the call before it is sent: the
+    child waits still, and its parent's lease done never goes without it."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("a", b"parent")])
+    parent = fleet.claim()
+    assert isinstance(parent, Claim)
+    broken = _corrupt_state_seen(fleet, raw, prefix)
+    fleet.push_later([Entry("a", b"child")], lambda results: None)
+    fleet.finish_later(broken, status=200, latency=0.01, then=lambda reaction: None)
+    fleet.done_later([parent.lease])
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:b holds a state"):
+        fleet.flush()
+    assert fleet.waiting
+    fleet.done_later([parent.lease])  # as a closing worker does
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:b holds a state"):
+        fleet.flush()
+    status = fleet.status()
+    assert (status.queued, status.leased) == (0, 2)  # the parent is fetched again
+
+
+@pytest.mark.parametrize("later", [True, False], ids=["with-the-next-call", "at-once"])
+def test_no_lease_done_goes_after_a_call_that_lost_its_pushes(
+    server: RedisServer, raw: redis.Redis, prefix: str, later: bool
+) -> None:
+    """A call that carried children failed in Redis: their parent stays leased,
+    to be queued again when the lease expires, children and all."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("a", b"parent")])
+    parent = fleet.claim()
+    assert isinstance(parent, Claim)
+    queued = raw.get(f"{prefix}:n")
+    raw.delete(f"{prefix}:n")
+    raw.lpush(f"{prefix}:n", "x")
+    child = [Entry("a", b"child")]
+    if later:
+        fleet.push_later(child, lambda results: None)
+    with pytest.raises(FleetStoreError, match="WRONGTYPE"):
+        fleet.flush() if later else fleet.push(child)
+    raw.delete(f"{prefix}:n")
+    raw.set(f"{prefix}:n", queued or 0)
+    fleet.done([parent.lease])
+    assert fleet.status().leased == 1
+
+
+_DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        b'{"delay": 1' + b"0" * 400 + b"}",  # too large for a float
+        # A pickled list nested too deep under "memory" (plain values only).
+        b"\x80\x05}\x8c\x06memory" + b"]" * _DEEP + b"a" * (_DEEP - 1) + b"s.",
+    ],
+    ids=["overflow", "recursion"],
+)
+def test_a_state_the_controller_cannot_restore_gives_an_error_naming_the_key(
+    server: RedisServer, raw: redis.Redis, prefix: str, state: bytes
+) -> None:
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    fleet.finish(claim, status=200, latency=0.01, done=True)
+    raw.hset(f"{prefix}:h:h", "st", state)
+    raw.hincrby(f"{prefix}:h:h", "v", 1)
+    fleet.push([Entry("h", b"2")])
+    again = fleet.claim()  # reads the state again
+    assert isinstance(again, Claim)
+    assert fleet.controller("h") is None  # for stats and events: nothing to show
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h holds a state that cannot"):
+        fleet.finish(again, status=200, latency=0.01)
 
 
 def test_a_closing_worker_leaves_the_shared_state(server: RedisServer, prefix: str) -> None:

@@ -245,8 +245,12 @@ class FleetFrontier(Generic[T]):
         config: Callable[[str], ControllerConfig],
         lease_time: float,
         seen: FleetSeenSet | None = None,
+        in_use: Callable[[T], bool] | None = None,
     ) -> None:
-        """``lease_time``: seconds a claim holds (the download timeout plus a margin)."""
+        """``lease_time``: seconds a claim holds (the download timeout plus a margin).
+        ``in_use``: whether the caller still has an item out (claimed, not done):
+        one pushed again meanwhile is decoded afresh when claimed, never handed
+        out as the same object twice."""
         if not math.isfinite(lease_time) or lease_time <= 0:
             raise ValueError(f"lease_time={lease_time!r}: expected a finite number > 0")
         self.fleet = fleet
@@ -278,9 +282,14 @@ class FleetFrontier(Generic[T]):
         self._done: list[str] = []
         #: Leases the latest call forgot of those it carried as done.
         self._forgotten = 0
+        #: A call failed that carried requests to queue (the script may not have
+        #: run): leases done are no longer sent, so that their requests come back
+        #: when the leases expire, and their children with them.
+        self._pushes_lost = False
         #: Items this worker pushed, by lease id, while it may claim them itself.
         self._own: dict[str, T] = {}
         self._own_ids: set[int] = set()
+        self._in_use = in_use
 
     # -- queue -------------------------------------------------------------------------
 
@@ -288,12 +297,16 @@ class FleetFrontier(Generic[T]):
         """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
         queued, False if its key was seen already, None if it cannot be serialized
         (the caller keeps it locally; counted in ``unserializable``)."""
-        self.flush()  # in order: what waits was queued first
         got: list[list[bool | None]] = []
-        for start in range(0, len(items), PUSH_BATCH):
-            batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
-            reply = self.fleet.call("push", *batch.args) if batch.places else []
-            batch.took(reply)
+        try:
+            self.flush()  # in order: what waits was queued first
+            for start in range(0, len(items), PUSH_BATCH):
+                batch = self._pushable(items[start : start + PUSH_BATCH], got.append)
+                reply = self.fleet.call("push", *batch.args) if batch.places else []
+                batch.took(reply)
+        except Exception:
+            self._pushes_lost = True  # some of them may be: see _pushes_lost
+            raise
         return [flag for flags in got for flag in flags]
 
     def push_later(
@@ -343,7 +356,8 @@ class FleetFrontier(Generic[T]):
         own = self._own.pop(lease, None)
         if own is not None:
             self._own_ids.discard(id(own))
-            return own
+            if self._in_use is None or not self._in_use(own):
+                return own
         return self._decode(member[_ARRIVAL_CHARS:])
 
     def _initial(self, host: str) -> tuple[str, str]:
@@ -431,6 +445,10 @@ class FleetFrontier(Generic[T]):
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
+        if self._pushes_lost:
+            done = []
+            for answer in answers:
+                answer.done = False
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
         for push in pushes:
@@ -438,14 +456,22 @@ class FleetFrontier(Generic[T]):
         for report in sent:
             args += report
         last = {answer.host: index for index, answer in enumerate(answers)}
-        for index, answer in enumerate(answers):
-            args += self._prepare(answer)
-            args.append("1" if last[answer.host] == index else "0")
+        hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
+        try:
+            for index, answer in enumerate(answers):
+                args += self._prepare(answer)
+                args.append("1" if last[answer.host] == index else "0")
+        except Exception:
+            # Nothing was sent: all of it waits again, its hosts as they were.
+            self._put_back(hosts, answers, pushes, sent, done)
+            raise
         args += done
         carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
         what = ", ".join(name for name, items in carried if items)
         what = f"claim{' with ' if what else ''}{what}" if claim else what
+        lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
         reply = unpack_fields(self.fleet.call("claim", *args, what=what))
+        self._pushes_lost = lost
         if len(reply) != 5:
             raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 5")
         now, forgotten, packed, results, arrivals = reply
@@ -470,6 +496,24 @@ class FleetFrontier(Generic[T]):
                 self._lost_race(answer, [ok, version, third, tickets, *log])
                 retries.append(answer)
         return unpack_fields(packed), retries
+
+    def _put_back(
+        self,
+        hosts: dict[str, HostData | None],
+        answers: list[_Answer],
+        pushes: list[_Push[T]],
+        sent: list[tuple[str, str, str]],
+        done: list[str],
+    ) -> None:
+        """What a call that failed before its script ran carried, waiting again."""
+        for host, data in hosts.items():
+            self._replicas.pop(host, None)
+            if data is None:
+                self._hosts.pop(host, None)
+            else:
+                self._hosts[host] = data
+        self._answers[:0], self._pushes[:0] = answers, pushes
+        self._sent[:0], self._done[:0] = sent, done
 
     def _prepare(self, answer: _Answer) -> list[Any]:
         """Apply the answer to the host as this worker last saw it (an earlier

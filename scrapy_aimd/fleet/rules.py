@@ -183,9 +183,17 @@ class Replica:
 
     @classmethod
     def of(cls, cfg: ControllerConfig, data: HostData) -> Replica:
-        """Restored from ``data``'s state, nothing replayed. Raises ValueError."""
-        controller = restore(cfg, decode_state(data.state))
-        return cls(controller, decode_tickets(data.tickets), data.version, data.state)
+        """Restored from ``data``'s state, nothing replayed. Raises ValueError, for
+        whatever stops the restore (a number too large for a float, a list nested
+        too deep): a state that cannot be read."""
+        try:
+            controller = restore(cfg, decode_state(data.state))
+            tickets = decode_tickets(data.tickets)
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise ValueError(f"state: {type(exc).__name__}: {exc}") from exc
+        return cls(controller, tickets, data.version, data.state)
 
     def fits(self, data: HostData, at: float) -> bool:
         """The same stored state as ``data``, its log replayed no further than ``at``."""

@@ -1,0 +1,183 @@
+"""The fleet scheduler in one process, against a real redis-server: a real
+crawler and engine (never started), its scheduler's calls made as the engine
+makes them, so that what a worker hands out can be checked request by request.
+Each test runs in a running asyncio loop, as a crawl's scheduler does (Scrapy's
+``call_later`` needs one, or a reactor, which this process must not install)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from scrapy import Request, Spider
+from scrapy.core.engine import ExecutionEngine
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.test import get_crawler
+
+from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+server = pytest.fixture(scope="module")(serve)
+prefix = pytest.fixture(fleet_prefix)
+
+Workers = Callable[..., FleetScheduler]
+
+
+class _Spider(Spider):
+    name = "fleet-scheduler"
+
+    def parse(self, response: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
+    """Fleet schedulers of one fleet, opened: each call makes another."""
+    made: list[FleetScheduler] = []
+
+    def make(**settings: Any) -> FleetScheduler:
+        crawler = get_crawler(
+            _Spider,
+            {
+                "AIMD_REDIS_URL": server.url,
+                "AIMD_FLEET_KEY": prefix,
+                "ADDONS": {"scrapy_aimd.Addon": 500},
+                "ROBOTSTXT_OBEY": False,
+                "DOWNLOAD_HANDLERS": {"http": None, "https": None},  # nothing is sent
+                **settings,
+            },
+        )
+        crawler.spider = crawler._create_spider()
+        crawler.engine = ExecutionEngine(crawler, lambda _: None)
+        scheduler = FleetScheduler.from_crawler(crawler)
+        assert scheduler is not None
+        scheduler.open(crawler.spider, BaseDupeFilter())
+        made.append(scheduler)
+        return scheduler
+
+    yield make
+    for scheduler in made:
+        scheduler.fleet.close()
+
+
+def in_a_loop(test: Callable[..., None]) -> Callable[..., None]:
+    """The test, run inside a running asyncio loop."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        async def main() -> None:
+            test(*args, **kwargs)
+
+        asyncio.run(main())
+
+    return run
+
+
+def answer(scheduler: FleetScheduler, request: Request, status: int, **feedback: Any) -> None:
+    """The feedback middleware's ``response_feedback`` for ``request``."""
+    scheduler._on_feedback(request, status=status, latency=0.01, **feedback)
+
+
+@in_a_loop
+def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) -> None:
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()
+    assert first is not None
+    assert len(scheduler.claimed) == 3  # claimed together, not handed out yet
+    answer(scheduler, first, 429, retry_after=30.0)
+    # The host is paused for 30 s: none of its leftovers may go out.
+    assert scheduler.next_request() is None
+    assert not scheduler.claimed
+    assert list(scheduler.claims) == [first]
+    host = scheduler.frontier.host("h.test") if scheduler.frontier else None
+    assert host is not None and host.queued == 3 and host.in_flight == 0  # its place freed
+
+
+@in_a_loop
+def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers) -> None:
+    """Redis holds a host with a gap until its claim's send is reported, for two
+    gaps at most: a leftover sent later than one gap after its claim would let
+    another worker's start come closer to it than the gap."""
+    gap = 0.04
+    scheduler = worker(AIMD_MIN_DELAY=gap)
+    for n in range(3):
+        scheduler.enqueue_request(Request(f"http://h{n}.test/", dont_filter=True))
+    assert scheduler.next_request() is not None
+    assert len(scheduler.claimed) == 2
+    time.sleep(1.5 * gap)  # under CLAIMED_FOR: the leftovers are still there
+    request = scheduler.next_request()
+    if request is not None:  # claimed afresh, never a leftover out of its time
+        assert scheduler.fleet.now() - scheduler.claims[request].started < gap
+    assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
+
+
+@in_a_loop
+def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
+    worker: Workers,
+) -> None:
+    """A spider that yields ``response.request`` again (``dont_filter``) while its
+    first claim is in flight: one object must not hold two leases."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    request = Request("http://h.test/", dont_filter=True)
+    scheduler.enqueue_request(request)
+    assert scheduler.next_request() is request  # its own, as it is
+    first = scheduler.claims[request]
+    scheduler.enqueue_request(request)
+    again = scheduler.next_request()
+    assert again is not None and again is not request
+    assert again.url == request.url
+    assert scheduler.claims[request] is first
+    assert scheduler.claims[again].lease != first.lease
+
+
+@in_a_loop
+def test_a_users_slot_keeps_the_largest_crawl_delay_of_its_hosts(worker: Workers) -> None:
+    """A ``download_slot`` that groups hosts is their only controller: it takes the
+    Crawl-delay of each host whose request is queued in it, the largest of them."""
+    scheduler = worker(ROBOTSTXT_OBEY=True)
+    robots = scheduler.robots
+    assert robots is not None and scheduler.frontier is not None
+    for origin, delay in (("http://a.test", 0.5), ("http://b.test", 0.2)):
+        robots.read_shared(
+            origin, RobotsAnswer(200, f"User-agent: *\nCrawl-delay: {delay}\n".encode())
+        )
+    for name in ("a", "b"):
+        scheduler.enqueue_request(Request(f"http://{name}.test/", meta={"download_slot": "group"}))
+    group = scheduler.frontier.host("group")
+    assert group is not None and group.delay == pytest.approx(crawl_delay_floor(0.5))
+
+
+@in_a_loop
+def test_leftover_claims_above_a_limit_lowered_since_are_given_back(worker: Workers) -> None:
+    scheduler = worker(AIMD_MAX_CONCURRENCY=8)
+    for n in range(100):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    for _ in range(20):  # good rounds, until the host takes 4 at once (bounded)
+        if scheduler._controller("h.test").concurrency >= 4:
+            break
+        out = []
+        while (request := scheduler.next_request()) is not None:
+            out.append(request)
+        for request in out:
+            answer(scheduler, request, 200)
+        assert scheduler.frontier is not None
+        scheduler.frontier.flush()
+    first = scheduler.next_request()
+    assert first is not None
+    assert len(scheduler.claimed) >= 2  # claimed with it, not handed out yet
+    answer(scheduler, first, 503)  # an overload: the limit is halved
+    limit = scheduler._controller("h.test").concurrency
+    assert limit < len(scheduler.claimed)
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+    assert len(out) <= limit
