@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import resource
 import sys
 import time
@@ -51,6 +52,12 @@ TIMED: dict[str, list[str]] = {
         "has_pending_requests",
     ],
 }
+
+#: Where the child writes its cProfile stats (``--profile``), if set.
+PROFILE_ENV = "AIMD_BENCH_PROFILE"
+#: Functions the child also times, each inclusive of what it calls (``--detail``):
+#: ``module:Class.method`` or ``module:function`` (patched where it is looked up).
+DETAIL_ENV = "AIMD_BENCH_DETAIL"
 
 CRAWLERS = ("scrapy-aimd, one process", "scrapy-aimd, fleet worker", "scrapy-redis")
 
@@ -86,6 +93,45 @@ class Meter:
         return timed
 
 
+class Detail:
+    """CPU seconds inside each of some functions, inclusive, nested or not."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+
+    def wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        depth = [0]
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if depth[0]:
+                return function(*args, **kwargs)
+            depth[0] += 1
+            self.calls[name] = self.calls.get(name, 0) + 1
+            cpu = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu[name] = self.cpu.get(name, 0.0) + time.thread_time() - cpu
+                depth[0] -= 1
+
+        return timed
+
+    def patch(self, target: str) -> None:
+        """Time ``module:Class.method`` or ``module:function``."""
+        module_name, _, attribute = target.partition(":")
+        owner: Any = importlib.import_module(module_name)
+        *path, name = attribute.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        if isinstance(original, (classmethod, staticmethod)):
+            wrapped: Any = type(original)(self.wrap(target, original.__func__))
+        else:
+            wrapped = self.wrap(target, original)
+        setattr(owner, name, wrapped)
+
+
 def child(config_path: str) -> None:
     """Run one crawl with the scheduler's methods timed; write ``cpu.json``."""
     import crawlrunner
@@ -99,9 +145,21 @@ def child(config_path: str) -> None:
             continue
         for name in methods:
             setattr(cls, name, meter.wrap(f"{class_name}.{name}", getattr(cls, name)))
-    crawlrunner.main(config_path)
+    detail = Detail()
+    for target in filter(None, os.environ.get(DETAIL_ENV, "").split(",")):
+        detail.patch(target)
+    config = json.loads(Path(config_path).read_text())
+    profile = os.environ.get(PROFILE_ENV)
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time)
+        profiler.runcall(crawlrunner.main, config_path)
+        profiler.dump_stats(profile)
+    else:
+        crawlrunner.main(config_path)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    out = Path(json.loads(Path(config_path).read_text())["out"])
+    out = Path(config["out"])
     (out / "cpu.json").write_text(
         json.dumps(
             {
@@ -109,6 +167,7 @@ def child(config_path: str) -> None:
                 "scheduler_wall": meter.wall,
                 "calls": meter.calls,
                 "cpu_by_method": meter.by_method,
+                "detail": {"cpu": detail.cpu, "calls": detail.calls},
                 "process_cpu": usage.ru_utime + usage.ru_stime,
             }
         )
@@ -169,27 +228,56 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=12)
     parser.add_argument("--pages", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--no-scrapy-redis", action="store_true", help="scrapy-aimd's two crawlers only"
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="crawl with the fleet worker once, under cProfile (thread CPU), and "
+        "write its stats to this file (read with python -m pstats)",
+    )
+    parser.add_argument(
+        "--detail",
+        default="",
+        help="also time these functions in each crawl, each inclusive "
+        "(module:Class.method or module:function, comma-separated; patched where "
+        "they are looked up)",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child)
+        return
+    if args.detail:
+        os.environ[DETAIL_ENV] = args.detail
+    if args.profile is not None:
+        import tempfile
+
+        os.environ[PROFILE_ENV] = str(args.profile.resolve())
+        with tempfile.TemporaryDirectory(prefix="aimd-fleet-profile-") as tmp:
+            figures = crawl(CRAWLERS[1], args.hosts, args.pages, Path(tmp))
+        print(f"{figures['requests']} requests; profile in {args.profile}")
         return
     from redis_server import REDIS_SERVER, SKIP_REASON
 
     if REDIS_SERVER is None:
         sys.exit(SKIP_REASON)
-    try:
-        importlib.import_module("scrapy_redis")
-    except ImportError:
-        sys.exit("scrapy-redis is not installed: pip install scrapy-redis")
+    crawlers = CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS
+    if not args.no_scrapy_redis:
+        try:
+            importlib.import_module("scrapy_redis")
+        except ImportError:
+            sys.exit("scrapy-redis is not installed: pip install scrapy-redis")
     import tempfile
 
     best: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="aimd-fleet-cpu-") as tmp:
         base = args.keep or Path(tmp)
         for number in range(args.rounds):
-            for kind in CRAWLERS:
+            for kind in crawlers:
                 out = base / f"round{number}" / kind.replace(" ", "-").replace(",", "")
                 figures = crawl(kind, args.hosts, args.pages, out)
                 per = figures["scheduler_cpu"] / max(1, figures["requests"])
@@ -220,7 +308,8 @@ def report(best: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
         "| process CPU (ms) | Redis CPU (us) |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for kind in CRAWLERS:
+    kinds = [kind for kind in CRAWLERS if kind in best]
+    for kind in kinds:
         figures = best[kind]
         ratio = per(kind, "scheduler_cpu") / per(base, "scheduler_cpu")
         print(
@@ -229,11 +318,23 @@ def report(best: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
             f"| {per(kind, 'scheduler_wall') * 1e6:.0f} | {per(kind, 'process_cpu') * 1e3:.2f} "
             f"| {per(kind, 'redis_cpu') * 1e6:.0f} |"
         )
+    for kind in kinds:
+        figures = best[kind]
+        requests = max(1, figures["requests"])
+        by_method = figures.get("cpu_by_method", {})
+        if by_method:
+            print(f"\n{kind}, per request answered (us):")
+            for name, spent in sorted(by_method.items(), key=lambda kv: -kv[1]):
+                print(f"  {name}: {spent / requests * 1e6:.0f}")
+        detail = figures.get("detail", {})
+        for name, spent in sorted(detail.get("cpu", {}).items(), key=lambda kv: -kv[1]):
+            calls = detail["calls"][name]
+            print(f"  {name}: {spent / requests * 1e6:.1f} ({calls} calls)")
     fleet = per(CRAWLERS[1], "scheduler_cpu")
-    print(
-        f"\nfleet worker / one process: {fleet / per(base, 'scheduler_cpu'):.2f}x (target 1.5x); "
-        f"fleet worker / scrapy-redis: {fleet / per(CRAWLERS[2], 'scheduler_cpu'):.2f}x"
-    )
+    line = f"\nfleet worker / one process: {fleet / per(base, 'scheduler_cpu'):.2f}x (target 1.5x)"
+    if CRAWLERS[2] in best:
+        line += f"; fleet worker / scrapy-redis: {fleet / per(CRAWLERS[2], 'scheduler_cpu'):.2f}x"
+    print(line)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ _SCRIPTS: Final = (
     "reap",
     "status",
     "host",
+    "state",
     "seen",
     "sent",
     "robots",

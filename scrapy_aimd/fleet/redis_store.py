@@ -84,6 +84,8 @@ PUSH_BATCH: Final = 500
 #: first (a few MB at most).
 OWN_ITEMS: Final = 4096
 _ARRIVAL_CHARS: Final = 16
+#: A claim's reply's state when this worker stored the host's version (claim.lua).
+MINE: Final = b"="
 #: The sort key (-priority, depth) as one exact float score: priority in
 #: [-2**31, 2**31), depth in [0, 2**21). Ties come out by arrival.
 _DEPTH_BITS: Final = 21
@@ -270,6 +272,9 @@ class FleetFrontier(Generic[T]):
         #: Logged starts that a restored controller would not take (never, if the
         #: claim script and the controller agree).
         self.stray_starts = 0
+        #: Claims' replies that left out a state this worker stored, which it no
+        #: longer held: read again from Redis (never, on the common path).
+        self.state_reads = 0
         #: Requests that ``encode`` could not serialize: the caller keeps them.
         self.unserializable = 0
         #: Per host: feedbacks, and of them those applied again (a lost race).
@@ -451,6 +456,7 @@ class FleetFrontier(Generic[T]):
                 answer.done = False
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
+        args.append(self.fleet.token)
         for push in pushes:
             args += push.args
         for report in sent:
@@ -542,7 +548,7 @@ class FleetFrontier(Generic[T]):
         self._hosts[host] = HostData(
             data.version + 1, result.state, result.tickets, data.log[result.replayed :]
         )
-        result.replica.stored(data.version + 1, result.state)
+        result.replica.stored(data.version + 1, result.state, result.tickets)
         self._replicas[host] = result.replica
         return self._feedback_args(answer, data, result)
 
@@ -614,14 +620,15 @@ class FleetFrontier(Generic[T]):
         for _ in range(MAX_ATTEMPTS):
             data = self._hosts.get(answer.host) or HostData()
             result = self._apply(answer, data)
-            reply = self.fleet.call("feedback", *self._feedback_args(answer, data, result))
+            args = self._feedback_args(answer, data, result)
+            reply = self.fleet.call("feedback", *args, self.fleet.token)
             self.fleet.saw_time(reply[3])
             if reply[0] == 1:
                 version = int(float(reply[1]))
                 self._hosts[answer.host] = HostData(
                     version, result.state, result.tickets, [e.decode() for e in reply[4:]]
                 )
-                result.replica.stored(version, result.state)
+                result.replica.stored(version, result.state, result.tickets)
                 self._replicas[answer.host] = result.replica
                 self._stored(answer, version, bool(reply[2]), None)
                 return
@@ -638,8 +645,29 @@ class FleetFrontier(Generic[T]):
         self.counters.reaped += int(reaped)
         self.fleet.saw_time(started)
         host = host_bytes.decode("utf-8", "surrogateescape")
-        self._hosts[host] = HostData(int(float(version)), state, tickets, [e.decode() for e in log])
+        number = int(float(version))
+        entries = [e.decode() for e in log]
+        if state == MINE:
+            self._hosts[host] = self._own_state(host, number, entries)
+        else:
+            self._hosts[host] = HostData(number, state, tickets, entries)
         return lease.decode("ascii"), host, float(started), float(expires)
+
+    def _own_state(self, host: str, version: int, log: list[str]) -> HostData:
+        """The host as a claim's reply shows it when this worker stored its state's
+        version (the reply leaves the state out): the state and tickets in hand,
+        those of the host's replica at that version (its controller goes on
+        without a restore), or of the latest reply about it (an answer that lost
+        its race brought them); else read from Redis (one round trip)."""
+        replica = self._replicas.get(host)
+        if replica is not None and replica.version == version:
+            return HostData(version, replica.state, replica.stored_tickets, log)
+        known = self._hosts.get(host)
+        if known is not None and known.version == version and known.state:
+            return HostData(version, known.state, known.tickets, log)
+        self.state_reads += 1
+        number, state, tickets, *entries = self.fleet.call("state", host)
+        return HostData(int(float(number)), state, tickets, [e.decode() for e in entries])
 
     def hold(self, host: str, item: T, origin: str = "") -> Claim[T] | Wait | SharedRobots:
         """A place on ``host`` for a request the caller keeps and sends itself (its

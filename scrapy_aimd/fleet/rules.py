@@ -173,6 +173,8 @@ class Replica:
     tickets: dict[str, Ticket]
     version: int
     state: bytes
+    stored_tickets: bytes
+    """The tickets as stored with ``state`` (``tickets`` moves on with the replays)."""
     replayed: list[str] = field(default_factory=list)
     latest: float = -math.inf
     """The time of the latest entry replayed."""
@@ -193,7 +195,7 @@ class Replica:
             raise
         except Exception as exc:
             raise ValueError(f"state: {type(exc).__name__}: {exc}") from exc
-        return cls(controller, tickets, data.version, data.state)
+        return cls(controller, tickets, data.version, data.state, data.tickets)
 
     def fits(self, data: HostData, at: float) -> bool:
         """The same stored state as ``data``, its log replayed no further than ``at``."""
@@ -233,10 +235,10 @@ class Replica:
             self.replayed.append(raw)
             self.latest = max(self.latest, t)
 
-    def stored(self, version: int, state: bytes) -> None:
-        """The state this replica was moved to is stored as ``version``, and the
-        log entries it replayed are dropped from the log."""
-        self.version, self.state = version, state
+    def stored(self, version: int, state: bytes, tickets: bytes) -> None:
+        """The state this replica was moved to is stored as ``version`` (with
+        ``tickets``), and the log entries it replayed are dropped from the log."""
+        self.version, self.state, self.stored_tickets = version, state, tickets
         self.replayed, self.latest, self.stray = [], -math.inf, 0
         self.viewed = None
 

@@ -1,6 +1,6 @@
 -- ARGV: prefix, lease seconds, most expired leases to reap first, how many
 -- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
--- reports, feedbacks and done leases it carries, and those: each request as
+-- reports, feedbacks and done leases it carries, this worker's id, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
 -- and '1' if its reply should carry the host's log; each done lease as its id.
@@ -17,7 +17,8 @@
 -- feedbacks and the requests' arrival numbers (as push.lua's), the last three
 -- packed too. Claims: each packed, as 1, lease id, host, member, started,
 -- expires, version, state, tickets, reaped (the first claim's), log
--- entries...; or one, 0, next ready time, now, queued, leased, reaped, when
+-- entries... (state '=' and tickets '' when this worker stored that version:
+-- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
 -- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
 -- new version, released, '', then how many log entries and those (the log if
 -- asked: else 0), or 0, version, state, tickets, the count and the log.
@@ -25,8 +26,9 @@ check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
-local pushed = push_requests(9, n_push)
-local i = 9 + 7 * n_push
+local token = ARGV[9]
+local pushed = push_requests(10, n_push)
+local i = 10 + 7 * n_push
 for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
@@ -51,7 +53,7 @@ for _ = 1, n_feedback do
   local host = f[1]
   local ok, version, third, tickets = false, nil, nil, nil
   if not lost[host] then
-    ok, version, third, tickets = store_feedback(f, now)
+    ok, version, third, tickets = store_feedback(f, now, token)
   end
   if ok then
     add_result({1, version, third, ''}, host, ARGV[i + 13] == '1')
@@ -104,9 +106,14 @@ while #claims < wanted do
       call('ZADD', P .. ':leases', fmt(expires), id)
       call('DECR', P .. ':n')
       rescore(host)
-      local st = call('HMGET', key, 'v', 'st', 'tk')
-      local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', st[2] or '',
-        st[3] or '', #claims == 0 and reaped or 0}
+      local st = call('HMGET', key, 'v', 'w')
+      local state, tickets = '=', ''
+      if st[2] ~= token then
+        local stored = call('HMGET', key, 'st', 'tk')
+        state, tickets = stored[1] or '', stored[2] or ''
+      end
+      local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', state,
+        tickets, #claims == 0 and reaped or 0}
       claims[#claims + 1] = pack(add_log(claim, host))
     end
   end

@@ -258,9 +258,11 @@ end
 -- the same step. f: a table of host, expected version, state, gap, limit,
 -- pause, lease id ('' for none), '1' to forget the lease ('0' to keep it until
 -- done), seconds the kept lease still holds, tickets, entries of the host's log
--- replayed, the last of them ('' for none), the event's time.
+-- replayed, the last of them ('' for none), the event's time. writer: the
+-- storing worker's id, kept with the state ('w'): a claim's reply leaves the
+-- state out for the worker that stored it (it has it in hand).
 -- Returns true, new version, released; or false, version, state, tickets.
-local function store_feedback(f, now)
+local function store_feedback(f, now, writer)
   local host = f[1]
   local key = host_key(host)
   local log = log_key(host)
@@ -283,7 +285,7 @@ local function store_feedback(f, now)
     return false, fmt(version), v[2] or '', v[3] or ''
   end
   call('HSET', key, 'v', fmt(version + 1), 'st', f[3], 'gap', f[4], 'lim', f[5],
-    'pause', f[6], 'tk', f[10])
+    'pause', f[6], 'tk', f[10], 'w', writer)
   if replayed > 0 then
     call('LTRIM', log, replayed, -1)
   end
