@@ -147,13 +147,14 @@ busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on eve
 simulated host."""
 
 KNEE_RISE = 1.25
-"""A full round whose median page latency is more than this times the median of the
-last round that grew the limit found the host's room: its pages became slower with
+"""A round whose median page latency is more than this times the lowest median of
+slow start's rounds found the host's room: its pages became slower with
 the load, so more in flight only queues at the host (TCP's HyStart reads the same
 sign from its round-trip times). The farm's ``slow`` host (room for 10, pages of
 0.8-1.2 s, slower above 10) with a limit of 16: slow start doubled 8 to 16 and kept
-six requests queued at the host for no more throughput, its pages taking 1.6 s. The
-median of a round of jittered pages (+-20 %) stays within 10 % of the last one's."""
+six requests queued at the host for no more throughput, its pages taking 1.6 s. A
+knee of 1.1 ended slow start on pages that stay within 10 % of one latency at any
+load (tests/test_controller_properties.py); pages jittered by +-20 % need more."""
 
 KNEE_PAGES = 4
 """... judged on rounds of at least this many pages slower than ``fast_latency``:
@@ -584,9 +585,9 @@ class HostController:
     """When the host last went back to its state from before an outage."""
     _answered_well: bool = field(init=False, default=False)
     """A page of the host came back 2xx or 3xx (see :attr:`answered_well`)."""
-    _unloaded: tuple[float, float] | None = field(init=False, default=None)
-    """The median page latency of the last full round that grew the limit, and when:
-    the host's pages at a load it took without slowing (see ``KNEE_RISE``)."""
+    _unloaded: float | None = field(init=False, default=None)
+    """The lowest median page latency of slow start's rounds: the host's pages at a
+    load it took without slowing (see ``KNEE_RISE``)."""
 
     def __post_init__(self) -> None:
         self._gap = self.cfg.min_delay
@@ -1231,32 +1232,32 @@ class HostController:
         self._fresh_round(now)
 
     def _found_room(self, round_: _Round, now: float) -> bool:
-        """A full round whose pages became slower than at the last limit that grew
-        (``KNEE_RISE``) does not grow the limit: the host queues what is above its
+        """A round whose pages became ``KNEE_RISE`` times slower than in slow start's
+        lightest round does not grow the limit: the host queues what is above its
         room. In slow start the limit goes back to that room, estimated as the limit
         over the slowdown (a server whose pages take n / room times as long with n
         in flight), never below the limit before the doubling; after slow start it
-        holds, and after ``probe_time`` of slower rounds their latency is the host's
-        new normal, against which the limit grows again."""
+        holds. A rise that a lower load does not bring down (a new normal, see
+        :meth:`_not_our_rise`) forgets the reference."""
         pages = sorted(round_.pages)
         if len(pages) < KNEE_PAGES:
             return False
         median = pages[(len(pages) - 1) // 2]
         unloaded = self._unloaded
-        if unloaded is not None and median > KNEE_RISE * unloaded[0]:
+        if unloaded is not None and median > KNEE_RISE * unloaded:
             if self._slow_start:
                 self._slow_start = False
-                room = round(self._concurrency * unloaded[0] / median)
+                room = round(self._concurrency * unloaded / median)
                 self._concurrency = max((self._concurrency + 1) // 2, room)
                 # The queue of the doubling is not read as a rise: its answers are
                 # from before this decrease (at most one per round).
                 self._round_number += 1
             self._fresh_round(now)
             return True
-        if unloaded is None or (self._slow_start and median < unloaded[0]):
+        if unloaded is None or (self._slow_start and median < unloaded):
             # Set in slow start, at the lightest loads; after it the rounds'
             # medians, many and jittered, would only drift it down.
-            self._unloaded = (median, now)
+            self._unloaded = median
         return False
 
     def _loaded(self, round_: _Round, now: float) -> bool:
@@ -1456,7 +1457,7 @@ class HostController:
             "restored_at": _finite_or_none(self._restored_at),
             "answered_well": self._answered_well,
             "round_pages": list(rnd.pages),
-            "unloaded": None if self._unloaded is None else list(self._unloaded),
+            "unloaded": self._unloaded,
         }
         return {
             "version": _STATE_VERSION,
@@ -1577,8 +1578,7 @@ class HostController:
         rnd.pages = _state_floats(m, "round_pages", m.get("round_pages", []), None)[
             -LATENCY_SAMPLES:
         ]
-        unloaded = _state_pair(m, "unloaded")
-        self._unloaded = None if unloaded is None else (unloaded[0], unloaded[1])
+        self._unloaded = _state_optional(m, "unloaded")
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
@@ -1659,9 +1659,6 @@ def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
     accepted = moved.get("accepted")
     if isinstance(accepted, list):
         moved["accepted"] = [move(t) for t in accepted]
-    unloaded = moved.get("unloaded")
-    if isinstance(unloaded, list) and len(unloaded) == 2:
-        moved["unloaded"] = [unloaded[0], move(unloaded[1])]
     fetches = moved.get("survivor_fetches")
     if isinstance(fetches, list):
         moved["survivor_fetches"] = [
