@@ -472,7 +472,7 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     time.sleep(0.4)
     back = claim_now(survivor)
     assert back.item == b"held"
-    assert back.lease == claim.lease
+    assert back.lease != claim.lease  # a claim's lease is its own, never reused
     assert survivor.counters.reaped == 1
     survivor.finish(back, status=200, latency=0.001, done=True)
     # The dead worker's late feedback changes nothing of the lease that came back.
@@ -483,6 +483,74 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     view = survivor.host("h")
     assert view is not None
     assert view.in_flight == 1
+
+
+def stale_and_live(
+    frontier: Frontiers, *, answered: bool
+) -> tuple[FleetFrontier[bytes], Claim[bytes], FleetFrontier[bytes], Claim[bytes]]:
+    """Worker A's lease of a request expires (its callback ran past the lease after
+    an answer, or it held the claim unsent); worker B claims the request again.
+    Returns A, A's stale claim, B and B's live claim of the same request."""
+    stale = frontier(SMALL, lease_time=0.3)
+    stale.push([Item("h", b"page")])
+    old = claim_now(stale)
+    if answered:
+        stale.finish(old, status=200, latency=0.001)  # its callback still runs
+    time.sleep(0.45)
+    live = frontier(SMALL, lease_time=30.0)
+    new = claim_now(live)
+    assert new.item == b"page"
+    assert live.counters.reaped == 1
+    return stale, old, live, new
+
+
+def test_a_stale_workers_done_leaves_the_new_lease_and_its_place(frontier: Frontiers) -> None:
+    stale, old, live, new = stale_and_live(frontier, answered=True)
+    assert stale.done([old.lease]) == 0
+    view = live.host("h")
+    assert view is not None and view.in_flight == 1
+    assert live.status().leased == 1
+    # B's lease still holds the request: its answer is applied and frees the place.
+    reaction = live.finish(new, status=200, latency=0.001, done=True)
+    assert reaction is not None and live.counters.late_feedback == 0
+    assert live.host("h").in_flight == 0  # type: ignore[union-attr]
+    assert live.status().leased == 0
+
+
+def test_a_429_after_a_stale_workers_done_is_applied_and_requeued(frontier: Frontiers) -> None:
+    stale, old, live, new = stale_and_live(frontier, answered=True)
+    stale.done_later([old.lease])
+    stale.flush()  # carried by a call, as a crawl sends it
+    reaction = live.finish(new, status=429, latency=0.001)
+    assert reaction is not None, "the live lease's answer was taken for a late one"
+    assert reaction.decreased and reaction.refused
+    assert live.counters.late_feedback == 0
+    assert live.host("h").in_flight == 0  # type: ignore[union-attr]
+
+
+def test_a_stale_workers_give_back_leaves_a_request_another_holds(frontier: Frontiers) -> None:
+    stale, old, live, _ = stale_and_live(frontier, answered=False)
+    assert stale.give_back([old.lease]) == 0
+    status = live.status()
+    assert (status.queued, status.leased) == (0, 1)
+    view = live.host("h")
+    assert view is not None and view.in_flight == 1
+    other = frontier(SMALL)
+    assert isinstance(other.claim(), Wait)  # nothing to fetch twice
+
+
+def test_a_stale_workers_late_answer_and_send_leave_the_new_lease(frontier: Frontiers) -> None:
+    """A's answer and send report of its expired lease, carried by its next claim,
+    count as late and leave B's lease, its place and its answer alone."""
+    stale, old, live, new = stale_and_live(frontier, answered=False)
+    stale.sent_later(old)
+    stale.fail(old, timeout=False, done=True)
+    assert stale.counters.late_feedback == 1
+    assert live.host("h").in_flight == 1  # type: ignore[union-attr]
+    assert live.status().leased == 1
+    reaction = live.finish(new, status=429, latency=0.001, done=True)
+    assert reaction is not None and reaction.decreased
+    assert live.counters.late_feedback == 0
 
 
 def test_a_hold_takes_a_place_on_its_host_fleet_wide(frontier: Frontiers) -> None:

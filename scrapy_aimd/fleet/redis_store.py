@@ -291,7 +291,8 @@ class FleetFrontier(Generic[T]):
         #: run): leases done are no longer sent, so that their requests come back
         #: when the leases expire, and their children with them.
         self._pushes_lost = False
-        #: Items this worker pushed, by lease id, while it may claim them itself.
+        #: Items this worker pushed, by arrival number (16 hex digits, the head of
+        #: their queue member), while it may claim them itself.
         self._own: dict[str, T] = {}
         self._own_ids: set[int] = set()
         self._in_use = in_use
@@ -345,7 +346,7 @@ class FleetFrontier(Generic[T]):
             batch.places.append(index)
         return batch
 
-    def _keep_own(self, lease: str, item: T) -> None:
+    def _keep_own(self, arrival: str, item: T) -> None:
         """Keep a pushed item to hand out as it is if this worker claims it (an
         item pushed twice is kept once: two claims must not share one object)."""
         if id(item) in self._own_ids:
@@ -353,12 +354,13 @@ class FleetFrontier(Generic[T]):
         if len(self._own) >= OWN_ITEMS:
             oldest = next(iter(self._own))
             self._own_ids.discard(id(self._own.pop(oldest)))
-        self._own[lease] = item
+        self._own[arrival] = item
         self._own_ids.add(id(item))
 
-    def _item(self, lease: str, member: bytes) -> T:
-        """The claimed item: this worker's own if it kept it, else decoded."""
-        own = self._own.pop(lease, None)
+    def _item(self, member: bytes) -> T:
+        """The claimed item: this worker's own if it kept it (by its arrival number,
+        the member's head), else decoded."""
+        own = self._own.pop(member[:_ARRIVAL_CHARS].decode("ascii"), None)
         if own is not None:
             self._own_ids.discard(id(own))
             if self._in_use is None or not self._in_use(own):
@@ -413,7 +415,7 @@ class FleetFrontier(Generic[T]):
             claims: list[Claim[T]] = []
             for member, lease_id, host, started, expires in claimed:
                 try:
-                    item = self._item(lease_id, member)
+                    item = self._item(member)
                 except Exception:
                     self.counters.undecodable += 1
                     logger.exception(

@@ -95,7 +95,11 @@ while #claims < wanted do
       call('ZREM', hosts, host)
     else
       local member, score = popped[1], popped[2]
-      local id = string.sub(member, 1, 16)
+      -- Each claim's lease is its own number (from the arrival counter, as a
+      -- hold's): a request queued again is claimed under a new id, so that a
+      -- stale worker's done, answer, send or give-back of its expired lease
+      -- finds no lease and touches nothing of the new one (a late lease).
+      local id = string.format('%016x', call('INCR', P .. ':arrival'))
       local key = host_key(host)
       add_in_flight(host, 1)
       call('HSET', key, 'last', fmt(now))

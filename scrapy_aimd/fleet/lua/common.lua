@@ -330,7 +330,7 @@ end
 -- seen bucket ('' for none), seen member, the host's initial gap, limit).
 -- Adds each request's key to the seen set if absent (or takes it anyway when
 -- no bucket is given) and queues it. Returns a table of each one's arrival
--- number (queued: its lease id when claimed, in hex) or 0 (seen).
+-- number (queued: the head of its member, in hex) or 0 (seen).
 local function push_requests(first, count)
   local out = {}
   local queued, added = 0, 0

@@ -36,7 +36,7 @@ local at = ready_at(host)
 if at > now then
   return {0, fmt(at), fmt(now)}
 end
--- Lease ids of queued requests are their arrival numbers: a hold takes one too.
+-- Every lease takes a number of its own from the arrival counter, as a claim's.
 local id = string.format('%016x', call('INCR', P .. ':arrival'))
 add_in_flight(host, 1)
 call('HSET', key, 'last', fmt(now))
