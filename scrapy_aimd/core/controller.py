@@ -718,12 +718,7 @@ class HostController:
         if status < 300:
             self._latency.add(latency, now)
             if latency > self.cfg.fast_latency and ticket.round == self._round_number:
-                pages = self._round.pages
-                pages.append(latency)
-                if len(pages) > LATENCY_SAMPLES:
-                    del pages[0]
-                if self.cfg.adaptive and self._slow_start and 2 * len(pages) >= self._concurrency:
-                    self._found_room(self._round, now)
+                self._note_round_page(latency, now)
         threshold = self._latency_threshold()
         slow = latency > threshold
         if status < 300 and self._rise is not None and self._acted_on(ticket):
@@ -1225,13 +1220,24 @@ class HostController:
                 return
             if self._concurrency >= overloaded_at[0]:
                 self._overloaded_at = None  # a full round there went well: it has changed
-        if self._found_room(round_, now):
+        if self._found_room(now):
             return
         grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
         self._concurrency = min(self.cfg.max_concurrency, grown)
         self._fresh_round(now)
 
-    def _found_room(self, round_: _Round, now: float) -> bool:
+    def _note_round_page(self, latency: float, now: float) -> None:
+        """A slow-enough page of the current round, for ``KNEE_RISE``: in slow start
+        judged as soon as half the round's pages are in, not only once it is full
+        (the doubling's queue builds meanwhile)."""
+        pages = self._round.pages
+        pages.append(latency)
+        if len(pages) > LATENCY_SAMPLES:
+            del pages[0]
+        if self.cfg.adaptive and self._slow_start and 2 * len(pages) >= self._concurrency:
+            self._found_room(now)
+
+    def _found_room(self, now: float) -> bool:
         """A round whose pages became ``KNEE_RISE`` times slower than in slow start's
         lightest round does not grow the limit: the host queues what is above its
         room. In slow start the limit goes back to that room, estimated as the limit
@@ -1239,7 +1245,7 @@ class HostController:
         in flight), never below the limit before the doubling; after slow start it
         holds. A rise that a lower load does not bring down (a new normal, see
         :meth:`_not_our_rise`) forgets the reference."""
-        pages = sorted(round_.pages)
+        pages = sorted(self._round.pages)
         if len(pages) < KNEE_PAGES:
             return False
         median = pages[(len(pages) - 1) // 2]
