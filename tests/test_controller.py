@@ -493,6 +493,37 @@ def test_rate_limit_with_nothing_measured_at_least_doubles() -> None:
     assert host.delay >= 1.0
 
 
+def test_a_pause_before_any_page_was_taken_leaves_the_gap() -> None:
+    # A host closed for now: the pause says when to come back, nothing says a pace.
+    host = make(initial_backoff=1.0)
+    fetch_robots(host, 0.003)
+    reaction = host.finish(host.start(0.01), 0.02, status=429, latency=0.01, retry_after=3.0)
+    assert reaction.decreased is True
+    assert host.paused_until == pytest.approx(3.02)
+    assert host.delay == 0.0
+    assert host.ready_at(0.02) == pytest.approx(3.02)
+
+
+def test_a_pause_once_a_page_was_taken_backs_off_when_no_pace_is_known() -> None:
+    # One page taken: too few to measure a pace, but a host that took a page and
+    # then refused is counting; without a pace the gap is initial_backoff.
+    host = make(initial_backoff=1.0)
+    host.finish(host.start(0.0), 0.05, status=200, latency=0.05)
+    host.finish(host.start(0.05), 0.06, status=429, latency=0.01, retry_after=1.0)
+    assert host.delay == 1.0
+
+
+def test_a_host_closed_at_first_is_crawled_at_its_pace_once_its_pause_ends() -> None:
+    # The benchmark farm's paused host: 429 with Retry-After to every page for 3 s,
+    # then room for 6 at 50 ms. 150 pages can take 4.25 s; a gap of 1 s after the
+    # pause took 5.4 s.
+    result = crawl_pages(
+        ControllerConfig(), PausedHost(3.0, CapacityHost(6, 0.05)), 150, robots=0.003
+    )
+    assert result.duration <= 4.25 / 0.9, result
+    assert result.throttled <= 3, result
+
+
 def test_rate_limit_never_narrows_the_gap() -> None:
     # A stale fast pace must not narrow a gap that the host already needed.
     host = make(margin=0.25)
@@ -1414,6 +1445,20 @@ class TokenBucket:
 
 
 @dataclasses.dataclass
+class PausedHost:
+    """Closed for the first ``closed`` seconds (429 with a Retry-After to their end),
+    then ``then``: the benchmark farm's ``paused`` host."""
+
+    closed: float
+    then: ModelHost
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if now < self.closed:
+            return 429, 0.005, self.closed - now
+        return self.then.answer(now)
+
+
+@dataclasses.dataclass
 class CapacityHost:
     """A server with ``capacity`` workers: 503 above that many at once, with
     ``retry_after`` as its Retry-After (none by default)."""
@@ -1790,6 +1835,11 @@ SCENARIOS: dict[str, Scenario] = {
     # nginx's limit_rate: headers at once, bodies of 1 to 7 s, a third of the links
     # 404 (the real benchmark's "slow" host), with room for the default 8.
     "limit_rate bodies 1-7 s": Scenario(BodyHost, 8 / (2 / 3 * 4.0), 0.9),
+    # Closed for 3 s (429 with Retry-After to its end), then room for 6 at once (the
+    # benchmark farm's paused host).
+    "closed 3 s, then capacity 6, 50 ms": Scenario(
+        lambda: PausedHost(3.0, CapacityHost(6, 0.05)), 6 / 0.05 * 597 / 600, 0.9
+    ),
     # A healthy host that answers 503 for a minute at 60 s.
     "outage 60 s, 0.1 s": Scenario(
         lambda: OutageHost(0.1, 60.0, 60.0), 8 / 0.1 * (600 - 60) / 600, 0.85
@@ -2134,11 +2184,12 @@ def test_a_strict_limiter_is_found_by_bisection_in_few_refusals() -> None:
 def test_bisection_stops_within_the_margin_and_holds_there() -> None:
     host = make()
     now = 0.0
-    for status in (429, 200, 200):  # 429 at once: a gap of 1 s, then it closes
+    # 429 at once, without Retry-After: a gap of 1 s, then it closes.
+    for status, retry_after in ((429, None), (200, 1.0), (200, 1.0)):
         now = max(now, host.ready_at(now))
         ticket = host.start(now)
         now += 0.001
-        host.finish(ticket, now, status=status, latency=0.001, retry_after=1.0)
+        host.finish(ticket, now, status=status, latency=0.001, retry_after=retry_after)
     assert host.delay == pytest.approx(0.25, abs=0.01)
     now = max(now, host.ready_at(now))
     ticket = host.start(now)

@@ -1017,7 +1017,12 @@ class HostController:
             return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
         pushback = spacing
         if spacing is None:
-            self._set_gap(self.cfg.initial_backoff)
+            # Nothing is known of a pace. Refused with a pause before any page was
+            # taken (a host closed for now), the pause alone says when to come back:
+            # a gap of initial_backoff after it cost a host closed for 3 s, then
+            # serving 6 at once, 1.2 s of its 4.3 s.
+            if paused is None or self._answered_well:
+                self._set_gap(self.cfg.initial_backoff)
         elif again:
             # Refused again this soon: double; twice in a row, quadruple (far off).
             self._set_gap((4 if self._doubled else 2) * spacing)
