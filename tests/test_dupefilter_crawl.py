@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pytest
+from crawling import AIMD as ADDON
+from crawling import run_crawl
 
 from scrapy_aimd.dupefilter import AimdDupeFilter
 
@@ -251,3 +253,122 @@ def test_stock_scrapy_fetches_the_duplicates(site: Site, crawls: dict[str, dict[
     for page in ("/old", "/moved"):
         assert any(url.endswith(page) for url in stock["pages"])
         assert any(url.endswith(page) for url in ours["pages"])
+
+
+# --- The duplicates by kind, through the add-on, to the report ----------------
+
+
+class LinkSite(ThreadingHTTPServer):
+    """Pages that are lists of links: ``pages`` maps a path to its links."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], pages: dict[str, list[str]]) -> None:
+        super().__init__(address, LinkHandler)
+        self.pages = pages
+
+    @property
+    def base(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+class LinkHandler(BaseHTTPRequestHandler):
+    server: LinkSite
+
+    def do_GET(self) -> None:
+        links = self.server.pages.get(self.path.partition("?")[0])
+        if links is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+        body = f"<html><body>{anchors}</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+#: Each of three pages links the target exactly, with utm_ parameters, with a
+#: fragment, with both, and itself: 15 links, of which only the first target
+#: link is new. Duplicates: 5 exact (2 target links, 3 self links), 6 with a
+#: tracking parameter, 6 with a fragment (the 3 with both count under each).
+TRACKING_SITE = {
+    "/": ["/p/1", "/p/2", "/p/3"],
+    **{
+        f"/p/{n}": [
+            "/target",
+            f"/target?utm_source=p{n}&utm_medium=email",
+            f"/target#section-{n}",
+            "/target?fbclid=IwAR0#top",
+            f"/p/{n}",
+        ]
+        for n in (1, 2, 3)
+    },
+    "/target": [],
+}
+#: One page twice, and once with a fragment: 2 duplicates (1 exact, 1 fragment).
+SMALL_SITE = {"/": ["/x", "/x", "/x#y"], "/x": []}
+
+
+@pytest.fixture(scope="module")
+def link_sites() -> Iterator[tuple[LinkSite, LinkSite]]:
+    sites = (LinkSite(("127.0.0.85", 0), TRACKING_SITE), LinkSite(("127.0.0.86", 0), SMALL_SITE))
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in sites]
+    for thread in threads:
+        thread.start()
+    yield sites
+    for site in sites:
+        site.shutdown()
+        site.server_close()
+
+
+def test_a_crawl_counts_its_duplicates_by_kind_and_host(
+    link_sites: tuple[LinkSite, LinkSite], tmp_path: Path
+) -> None:
+    tracking, small = link_sites
+    events = tmp_path / "events.jsonl"
+    result = run_crawl(
+        [f"{tracking.base}/", f"{small.base}/"],
+        tmp_path / "crawl",
+        {**ADDON, "AIMD_EVENTS_FILE": str(events)},
+    )
+    assert sorted(result.urls) == sorted(
+        [f"{tracking.base}{p}" for p in TRACKING_SITE] + [f"{small.base}{p}" for p in SMALL_SITE]
+    )
+    stats = result.stats
+    assert stats["dupefilter/filtered"] == 14 + 2
+    by_kind = {
+        key.removeprefix("aimd/dupefilter/filtered/"): value
+        for key, value in stats.items()
+        if key.startswith("aimd/dupefilter/filtered/")
+    }
+    assert by_kind == {"exact": 5 + 1, "query_filter": 6, "fragment": 6 + 1}
+    assert (
+        "Filtered 16 duplicate requests: 6 exact, 6 query_filter, 7 fragment "
+        "(a request changed by several stages counts under each)" in result.log
+    )
+    close = json.loads(events.read_text().splitlines()[-1])
+    assert close["duplicates"] == {"total": 16, **by_kind}
+    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
+    assert close["duplicate_hosts"] == {tracking_host: 14, small_host: 2}
+
+    page = tmp_path / "crawl.html"
+    subprocess.run(
+        [sys.executable, "-m", "scrapy_aimd.report", str(events), "-o", str(page)],
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    html = page.read_text(encoding="utf-8")
+    assert "16 requests dropped as duplicates of a page already seen" in html
+    assert ">tracking parameters or empty pairs</th><td>6</td><td>38%</td>" in html
+    assert ">a fragment</th><td>7</td><td>44%</td>" in html
+    assert ">nothing: the same URL again</th><td>6</td><td>38%</td>" in html
+    assert f'<th scope="row">{tracking_host}</th><td>14</td><td>88%</td>' in html
