@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: The hosts with the most duplicates that the events file's close line names.
 DUPLICATE_HOSTS = 20
+#: ... and the close's log line.
+LOGGED_HOSTS = 3
 
 
 class Reporter:
@@ -203,11 +205,11 @@ class Reporter:
             summary = format_summary(rows, max_rows=self.summary_rows)
             logger.info("Per-host summary (%s):\n%s", reason, summary)
         duplicates = self.duplicates()
+        dupefilter = _our_dupefilter(self.crawler)
+        top = dupefilter.top_hosts(DUPLICATE_HOSTS) if dupefilter is not None else []
         if duplicates["total"]:
-            logger.info("%s", duplicates_line(duplicates))
+            logger.info("%s", duplicates_line(duplicates, top))
         if self.events is not None:
-            dupefilter = _our_dupefilter(self.crawler)
-            top = dupefilter.top_hosts(DUPLICATE_HOSTS) if dupefilter is not None else []
             self.events.close(
                 now,
                 reason=reason,
@@ -282,13 +284,17 @@ class Reporter:
         self.crawler.signals.send_catch_log(signal=signal, **kwargs)
 
 
-def duplicates_line(duplicates: dict[str, int]) -> str:
-    """The close's log line about the duplicates (``total`` above 0)."""
+def duplicates_line(duplicates: dict[str, int], hosts: list[tuple[str, int]]) -> str:
+    """The close's log line about the duplicates (``total`` above 0), with the
+    first of ``hosts`` (those with the most)."""
     total = duplicates["total"]
     text = f"Filtered {total} duplicate request{'s' * (total != 1)}"
     kinds = [f"{n} {kind}" for kind, n in duplicates.items() if kind != "total"]
     if kinds:
         text += f": {', '.join(kinds)} (a request changed by several stages counts under each)"
+    if hosts:
+        most = ", ".join(f"{host} ({n})" for host, n in hosts[:LOGGED_HOSTS])
+        text += f"; the most on {most}"
     return text
 
 

@@ -350,13 +350,14 @@ def test_a_crawl_counts_its_duplicates_by_kind_and_host(
         if key.startswith("aimd/dupefilter/filtered/")
     }
     assert by_kind == {"exact": 5 + 1, "query_filter": 6, "fragment": 6 + 1}
+    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
     assert (
         "Filtered 16 duplicate requests: 6 exact, 6 query_filter, 7 fragment "
-        "(a request changed by several stages counts under each)" in result.log
+        "(a request changed by several stages counts under each); "
+        f"the most on {tracking_host} (14), {small_host} (2)\n" in result.log
     )
     close = json.loads(events.read_text().splitlines()[-1])
     assert close["duplicates"] == {"total": 16, **by_kind}
-    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
     assert close["duplicate_hosts"] == {tracking_host: 14, small_host: 2}
 
     page = tmp_path / "crawl.html"

@@ -5,6 +5,7 @@ had the most, in bounded memory."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hypothesis import given, settings
@@ -51,6 +52,12 @@ def test_the_kinds_are_exact_then_the_stages() -> None:
     assert DUPLICATE_KINDS[0] == "exact"
     assert DUPLICATE_KINDS[1:] == STAGES
     assert kind_stat("query_filter") == "aimd/dupefilter/filtered/query_filter"
+
+
+def test_every_kinds_stat_is_documented() -> None:
+    stats_page = Path(__file__).resolve().parent.parent / "docs" / "signals.rst"
+    documented = stats_page.read_text(encoding="utf-8")
+    assert [k for k in DUPLICATE_KINDS if f"``{kind_stat(k)}``" not in documented] == []
 
 
 def test_duplicates_are_counted_by_what_the_canonicalizer_changed() -> None:
