@@ -230,6 +230,8 @@ th.bound-col {{ text-align: left; }}
 tbody tr:nth-child(even) {{ background: #f6f8fa; }}
 tfoot td {{ font-weight: 600; border-top: 2px solid {AXIS}; }}
 td.trouble {{ color: #a40e26; font-weight: 600; }}
+.duplicate-tables {{ display: flex; flex-wrap: wrap; gap: .4em 2.5em; align-items: flex-start; }}
+.duplicate-tables .table-wrap {{ flex: 1 1 22em; max-width: 40em; }}
 footer {{ color: {MUTED}; font-size: .85em; margin-top: 2em; }}
 """
 
@@ -1014,7 +1016,8 @@ def _duplicates(dupes: Mapping[str, int], hosts: Mapping[str, int]) -> str:
         for kind, n in kinds
     )
     parts.append(
-        '<div class="table-wrap"><table class="duplicates"><thead><tr>'
+        '<div class="duplicate-tables"><div class="table-wrap">'
+        '<table class="duplicates"><thead><tr>'
         '<th scope="col">changed</th><th scope="col">requests</th>'
         '<th scope="col" title="of the duplicates">share</th></tr></thead>'
         f"<tbody>{rows}</tbody></table></div>"
@@ -1029,16 +1032,15 @@ def _duplicates(dupes: Mapping[str, int], hosts: Mapping[str, int]) -> str:
         )
         more = len(ranked) - len(shown)
         rest = (
-            f'<p class="duplicates">... and {more:,} more host{"s" * (more != 1)}.</p>'
-            if more
-            else ""
+            f'<p class="facts">... and {more:,} more host{"s" * (more != 1)}.</p>' if more else ""
         )
         parts.append(
             '<div class="table-wrap"><table class="duplicate-hosts"><thead><tr>'
             '<th scope="col">host</th><th scope="col">duplicates</th>'
             '<th scope="col" title="of the duplicates">share</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table></div>{rest}"
+            f"<tbody>{rows}</tbody></table>{rest}</div>"
         )
+    parts.append("</div>")
     return "".join(parts)
 
 
