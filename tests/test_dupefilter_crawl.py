@@ -46,7 +46,23 @@ class Site(ThreadingHTTPServer):
         return f"http://{host!s}" + ("" if port == 80 else f":{port}")
 
 
-class SiteHandler(BaseHTTPRequestHandler):
+class Replying(BaseHTTPRequestHandler):
+    """Answers with a status, a body and perhaps a Location; logs nothing."""
+
+    def reply(self, status: int, body: bytes, location: str | None = None) -> None:
+        self.send_response(status)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class SiteHandler(Replying):
     server: Site
 
     def do_GET(self) -> None:
@@ -61,18 +77,6 @@ class SiteHandler(BaseHTTPRequestHandler):
             self.reply(302, b"", location="/moved")
         else:
             self.reply(200, b"<html><title>" + path.encode() + b"</title></html>")
-
-    def reply(self, status: int, body: bytes, location: str | None = None) -> None:
-        self.send_response(status)
-        if location:
-            self.send_header("Location", location)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 def index_page(site: Site) -> bytes:
@@ -273,26 +277,16 @@ class LinkSite(ThreadingHTTPServer):
         return f"http://{host!s}:{port}"
 
 
-class LinkHandler(BaseHTTPRequestHandler):
+class LinkHandler(Replying):
     server: LinkSite
 
     def do_GET(self) -> None:
         links = self.server.pages.get(self.path.partition("?")[0])
         if links is None:
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.reply(404, b"")
             return
         anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
-        body = f"<html><body>{anchors}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.reply(200, f"<html><body>{anchors}</body></html>".encode())
 
 
 #: Each of three pages links the target exactly, with utm_ parameters, with a
