@@ -21,8 +21,11 @@ from urllib.parse import unquote
 import pytest
 from crawling import AIMD as ADDON
 from crawling import run_crawl
+from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
+from redis_server import REDIS_SERVER, SKIP_REASON, redis_server
 
 from scrapy_aimd.dupefilter import AimdDupeFilter
+from scrapy_aimd.report import read_events_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -367,3 +370,47 @@ def test_a_crawl_counts_its_duplicates_by_kind_and_host(
     assert ">a fragment</th><td>7</td><td>44%</td>" in html
     assert ">nothing: the same URL again</th><td>6</td><td>38%</td>" in html
     assert f'<th scope="row">{tracking_host}</th><td>14</td><td>88%</td>' in html
+
+
+def test_a_fleet_counts_its_duplicates_by_kind_and_host(
+    link_sites: tuple[LinkSite, LinkSite], tmp_path: Path
+) -> None:
+    """Two workers on one Redis: each counts the duplicates it met (its own
+    links, and the start requests that the other sent first); the report adds
+    up their close lines."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    tracking, small = link_sites
+    starts = [f"{tracking.base}/", f"{small.base}/"]
+    with redis_server() as server:
+        fleet = [start_worker(starts, tmp_path / f"w{n}", server.url, {**FLEET}) for n in range(2)]
+        wait_for(fleet)
+    assert_finished(fleet)
+    total: Counter[str] = Counter()
+    for worker in fleet:
+        total.update(
+            {
+                key: value
+                for key, value in worker.stats().items()
+                if key.startswith(("dupefilter/", "aimd/dupefilter/filtered/", "aimd/fleet/dup"))
+            }
+        )
+    # 25 requests made (2 x 2 start requests, 21 links) for 7 pages; a start
+    # request is an exact duplicate in the worker that sent it second
+    assert total == {
+        "dupefilter/filtered": 18,
+        "aimd/fleet/duplicates": 18,
+        "aimd/dupefilter/filtered/exact": 6 + 2,
+        "aimd/dupefilter/filtered/query_filter": 6,
+        "aimd/dupefilter/filtered/fragment": 7,
+    }
+    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
+    files = [str(worker.out / "events.jsonl") for worker in fleet]
+    crawl = read_events_files(files)
+    kinds = {
+        key.removeprefix("aimd/dupefilter/filtered/"): n
+        for key, n in total.items()
+        if key.startswith("aimd/dupefilter/")
+    }
+    assert crawl.duplicates == {"total": 18, **kinds}
+    assert crawl.duplicate_hosts == {tracking_host: 14 + 1, small_host: 2 + 1}
