@@ -903,18 +903,18 @@ def test_a_hostile_url_is_judged_quickly() -> None:
 
 
 _unguarded_stages = Canonicalizer()._changed_stages
-_keep_unguarded_stages = Canonicalizer(fragments="keep", trailing_slash="keep")._changed_stages
-_keep_unguarded = Canonicalizer(fragments="keep", trailing_slash="keep")._canonicalize
+_OTHER_OPTIONS = [
+    Canonicalizer(fragments="keep", trailing_slash="keep"),
+    Canonicalizer(fragments="hashbang", strip_params=["ref", "x*"], keep_params=["utm_id"]),
+]
 
 
 @settings(max_examples=400, deadline=None)
 @given(url_like())
 def test_no_stage_changed_iff_the_url_is_canonical_on_url_like_text(url: str) -> None:
-    for stages, canonicalize in (
-        (_unguarded_stages, _default_unguarded),
-        (_keep_unguarded_stages, _keep_unguarded),
-    ):
-        assert (not stages(url)) == (canonicalize(url) == url), url
+    assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
+    for other in _OTHER_OPTIONS:
+        assert (not other._changed_stages(url)) == (other._canonicalize(url) == url), url
     assert not _unguarded_stages(_default_unguarded(url))
 
 
@@ -924,3 +924,24 @@ def test_no_stage_changed_iff_the_url_is_canonical_on_any_text(text: str) -> Non
     for url in (text, "http://x/" + text, "http://x/?" + text):
         assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
         assert (changed_stages(url) == ()) == (canonicalize_url(url) == url)
+
+
+_pair = st.builds(
+    "{}{}".format,
+    st.sampled_from(["a", "b", "B", "utm_source", "UTM_x", "utm%5Fsource", "fbclid", "ref", "xq"]),
+    st.sampled_from(["", "=", "=1", "=%7e", "=%2F", "=caf\u00e9", "=a+b", "=%"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(_pair, st.just("")), max_size=6).map("&".join),
+    st.sampled_from(["", "#", "#top", "#!/r", "#%7e"]),
+)
+def test_no_stage_changed_iff_the_url_is_canonical_with_tracking_queries(
+    query: str, fragment: str
+) -> None:
+    url = f"http://x/p?{query}{fragment}"
+    assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
+    for other in _OTHER_OPTIONS:
+        assert (not other._changed_stages(url)) == (other._canonicalize(url) == url), url
