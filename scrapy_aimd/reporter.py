@@ -308,7 +308,7 @@ def _our_dupefilter(crawler: Crawler) -> AimdDupeFilter | None:
         engine = crawler.engine
     except RuntimeError:  # no crawl started (Scrapy 2.19 raises rather than give None)
         return None
-    dupefilter = getattr(engine.scheduler if engine is not None else None, "df", None)
+    dupefilter = getattr(getattr(engine, "scheduler", None), "df", None)
     return dupefilter if isinstance(dupefilter, AimdDupeFilter) else None
 
 
