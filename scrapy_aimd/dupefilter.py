@@ -40,6 +40,16 @@ closes the spider itself (reason ``jobdir_error``).
 Stats: ``dupefilter/filtered`` (as RFPDupeFilter), ``aimd/dupefilter/redirect_same_key``
 (redirected requests let through), ``aimd/dupefilter/loaded`` (keys read from
 JOBDIR), ``aimd/dupefilter/keys`` (keys held at close), ``aimd/dupefilter/write_errors``.
+
+Each filtered request also counts by kind, as ``aimd/dupefilter/filtered/KIND``
+(:func:`kind_stat`): the canonicalizer's stages that changed its URL
+(:meth:`~scrapy_aimd.core.canonical.Canonicalizer.changed_stages`), under each of
+them, or ``exact`` when its URL needed no change. The kind is what this URL
+needed, not how it differs from the first URL of its page: only the keys are
+kept. With another fingerprinter the kinds are unknown and only the total is
+counted. The hosts with the most duplicates are counted in bounded memory
+(:class:`TopCounts`), for the report: never as stats, which a crawl of a
+million hosts would fill.
 """
 
 from __future__ import annotations
@@ -58,7 +68,9 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.request import referer_str
 
 from scrapy_aimd._compat import call_later_if_running
+from scrapy_aimd.core.canonical import STAGES
 from scrapy_aimd.core.dedup import SeenSet
+from scrapy_aimd.crawl import request_host
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
     request_key_function,
@@ -72,7 +84,15 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["SEEN_KEYS_FILENAME", "AimdDupeFilter", "SeenKeysFileError"]
+__all__ = [
+    "DUPLICATE_KINDS",
+    "EXACT",
+    "SEEN_KEYS_FILENAME",
+    "AimdDupeFilter",
+    "SeenKeysFileError",
+    "TopCounts",
+    "kind_stat",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +105,54 @@ BATCH_KEYS: Final = 4096
 FLUSH_DELAY: Final = 1.0
 _COUNT_BYTES: Final = 4
 _CRC_BYTES: Final = 4
+
+#: The kind of a duplicate whose URL needed no change.
+EXACT: Final = "exact"
+#: Every kind of duplicate: exact, then the canonicalizer's stages in order.
+DUPLICATE_KINDS: Final = (EXACT, *STAGES)
+#: Hosts whose duplicates are counted exactly; beyond twice as many, see TopCounts.
+TOP_HOSTS: Final = 1000
+
+
+def kind_stat(kind: str) -> str:
+    """The stat of the duplicates of one kind: ``aimd/dupefilter/filtered/KIND``."""
+    return f"aimd/dupefilter/filtered/{kind}"
+
+
+class TopCounts:
+    """Counts of the keys counted most, in bounded memory (at most 2 x ``keep``).
+
+    Exact while at most 2 x ``keep`` keys are counted. Beyond, the Space-Saving
+    scheme (Metwally et al.) in batches: when 2 x ``keep`` keys are held, the
+    ``keep`` largest stay, and a key that comes later starts at ``error`` + 1,
+    where ``error`` is the largest count dropped so far. So a count is never too
+    low and at most ``error`` too high, and a key that is not held was counted
+    at most ``error`` times. Amortized O(log keep) a new key.
+    """
+
+    def __init__(self, keep: int = TOP_HOSTS) -> None:
+        self.keep = keep
+        self.counts: dict[str, int] = {}
+        #: How much too high a count may be; 0 while the counts are exact.
+        self.error = 0
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def add(self, key: str) -> None:
+        counts = self.counts
+        if key in counts:
+            counts[key] += 1
+            return
+        if len(counts) >= 2 * self.keep:
+            ranked = sorted(counts.items(), key=lambda kv: kv[1], reverse=True)
+            self.error = max(self.error, ranked[self.keep][1])
+            counts = self.counts = dict(ranked[: self.keep])
+        counts[key] = self.error + 1
+
+    def top(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` largest counts, largest first (ties by key)."""
+        return sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
 
 class SeenKeysFileError(RuntimeError):
@@ -215,6 +283,15 @@ class AimdDupeFilter:
         self._stats = stats
         self._call_later = call_later
         self._seen = SeenSet()
+        fingerprinter = self.fingerprinter
+        #: Which stages changed a URL; None when another fingerprinter makes the keys.
+        self._changed_stages = (
+            fingerprinter.canonicalizer.changed_stages
+            if isinstance(fingerprinter, AimdRequestFingerprinter)
+            else None
+        )
+        #: The duplicates per host (the controllers' host keys), for the report.
+        self.hosts = TopCounts()
         self._crawler = crawler
         self._file: IO[bytes] | None = None
         #: The end of the last whole batch: where the next one is written.
@@ -412,6 +489,22 @@ class AimdDupeFilter:
         stats = self._stats or spider.crawler.stats
         if stats is not None:
             stats.inc_value("dupefilter/filtered")
+            for kind in self.duplicate_kinds(request):
+                stats.inc_value(kind_stat(kind))
+        self.hosts.add(request_host(request))
+
+    def duplicate_kinds(self, request: Request) -> tuple[str, ...]:
+        """What made ``request`` a duplicate: the stages that changed its URL,
+        or ``("exact",)``; () when another fingerprinter makes the keys."""
+        if self._changed_stages is None:
+            return ()
+        if request.meta.get("verbatim_url"):
+            return (EXACT,)
+        return self._changed_stages(request.url) or (EXACT,)
+
+    def top_hosts(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` hosts with the most duplicates, most first (see :class:`TopCounts`)."""
+        return self.hosts.top(n)
 
     def _inc_stat(self, name: str, count: int = 1) -> None:
         if self._stats is not None:

@@ -36,7 +36,7 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "change": ("delay", "limit", "crawl_delay"),
     "cached": ("status",),
     "robots": ("origin", "status", "outcome", "crawl_delay"),
-    "close": ("reason", "hosts", "duplicates"),
+    "close": ("reason", "hosts", "duplicates", "duplicate_hosts"),
 }
 #: The events about one host (they carry ``host``).
 HOST_EVENTS: Final = frozenset(EVENTS) - {"open", "close"}

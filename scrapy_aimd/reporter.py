@@ -10,6 +10,10 @@ summary and the report count the same stream.
 Every ``LOGSTATS_INTERVAL`` (or ``AIMD_LOGSTATS_INTERVAL``) seconds it also
 logs one line about the hosts (:mod:`scrapy_aimd.live`), so that a long
 crawl says what holds it back while it runs.
+
+At close it also tells the dupefilter's work: the duplicates by kind (from
+the stats, so whichever dupefilter counted them) in a log line and in the
+events file, with the hosts that had the most when the dupefilter is ours.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from scrapy.utils.asyncio import create_looping_call
 
 from scrapy_aimd import signals
 from scrapy_aimd.crawl import origin_host, request_host
+from scrapy_aimd.dupefilter import DUPLICATE_KINDS, AimdDupeFilter, kind_stat
 from scrapy_aimd.events import EventLog, event_record, events_path
 from scrapy_aimd.host_totals import HostTotals
 from scrapy_aimd.live import HostsView, QueuedHosts, hosts_line
@@ -40,6 +45,11 @@ if TYPE_CHECKING:
     from scrapy_aimd.core.controller import HostController, Reaction
 
 logger = logging.getLogger(__name__)
+
+#: The hosts with the most duplicates that the events file's close line names.
+DUPLICATE_HOSTS = 20
+#: ... and the close's log line.
+LOGGED_HOSTS = 3
 
 
 class Reporter:
@@ -194,14 +204,28 @@ class Reporter:
         if rows:
             summary = format_summary(rows, max_rows=self.summary_rows)
             logger.info("Per-host summary (%s):\n%s", reason, summary)
+        duplicates = self.duplicates()
+        dupefilter = _our_dupefilter(self.crawler)
+        top = dupefilter.top_hosts(DUPLICATE_HOSTS) if dupefilter is not None else []
+        if duplicates["total"]:
+            logger.info("%s", duplicates_line(duplicates, top))
         if self.events is not None:
-            filtered = self.stats.get_value("dupefilter/filtered", 0)
             self.events.close(
                 now,
                 reason=reason,
                 hosts={host: _row(t) for host, t in rows},
-                duplicates={"total": filtered if isinstance(filtered, int) else 0},
+                duplicates=duplicates,
+                duplicate_hosts=dict(top),
             )
+
+    def duplicates(self) -> dict[str, int]:
+        """The requests filtered as duplicates: ``total``, then each kind counted."""
+        counts = {"total": _int_stat(self.stats.get_value("dupefilter/filtered", 0))}
+        for kind in DUPLICATE_KINDS:
+            n = _int_stat(self.stats.get_value(kind_stat(kind), 0))
+            if n:
+                counts[kind] = n
+        return counts
 
     # -- the parts ---------------------------------------------------------------------
 
@@ -258,6 +282,34 @@ class Reporter:
 
     def _send(self, signal: object, **kwargs: Any) -> None:
         self.crawler.signals.send_catch_log(signal=signal, **kwargs)
+
+
+def duplicates_line(duplicates: dict[str, int], hosts: list[tuple[str, int]]) -> str:
+    """The close's log line about the duplicates (``total`` above 0), with the
+    first of ``hosts`` (those with the most)."""
+    total = duplicates["total"]
+    text = f"Filtered {total} duplicate request{'s' * (total != 1)}"
+    kinds = [f"{n} {kind}" for kind, n in duplicates.items() if kind != "total"]
+    if kinds:
+        text += f": {', '.join(kinds)} (a request changed by several stages counts under each)"
+    if hosts:
+        most = ", ".join(f"{host} ({n})" for host, n in hosts[:LOGGED_HOSTS])
+        text += f"; the most on {most}"
+    return text
+
+
+def _int_stat(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def _our_dupefilter(crawler: Crawler) -> AimdDupeFilter | None:
+    """The crawl's dupefilter if it is ours (it knows the hosts of its duplicates)."""
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # no crawl started (Scrapy 2.19 raises rather than give None)
+        return None
+    dupefilter = getattr(getattr(engine, "scheduler", None), "df", None)
+    return dupefilter if isinstance(dupefilter, AimdDupeFilter) else None
 
 
 def _reason(reaction: Reaction, status: int | None, error: str | None, timeout: bool) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +19,7 @@ from scrapy_aimd.core.canonical import (
     FRAGMENT,
     PATH,
     QUERY,
+    STAGES,
     USERINFO,
     Canonicalizer,
     TrackingRules,
@@ -26,6 +28,7 @@ from scrapy_aimd.core.canonical import (
     canonical_netloc,
     canonical_port,
     canonicalize_url,
+    changed_stages,
     clean,
     normalize_path,
     normalize_percent_encoding,
@@ -751,3 +754,194 @@ def test_canonical_module_does_not_import_scrapy() -> None:
         "assert 'scrapy' not in sys.modules and 'twisted' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- Which stages changed a URL (for the duplicates' kinds) -------------------
+
+
+def test_the_stages_are_named_as_the_module_names_them() -> None:
+    assert STAGES == (
+        "clean",
+        "host",
+        "port",
+        "percent_encoding",
+        "path",
+        "query_filter",
+        "query_order",
+        "fragment",
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "stage"),
+    [
+        (" http://example.com/a\n", "clean"),
+        ("HTTP://example.com/a", "clean"),
+        ("http://exa\tmple.com/a", "clean"),
+        ("http://example.com\\a", "clean"),  # read as "/" before the query
+        ("http://EXAMPLE.com/a", "host"),
+        ("http://example.com./a", "host"),
+        ("http://bücher.de/a", "host"),
+        ("http://0x7f.1/a", "host"),
+        ("http://[2001:DB8:0:0:0:0:0:1]/a", "host"),
+        ("http://@example.com/a", "host"),  # an empty userinfo goes with its "@"
+        ("http://example.com:80/a", "port"),
+        ("http://example.com:/a", "port"),
+        ("http://example.com:08080/a", "port"),
+        ("http://example.com/%7euser", "percent_encoding"),
+        ("http://example.com/a%2fb", "percent_encoding"),
+        ("http://example.com/caf\u00e9", "percent_encoding"),
+        ("http://example.com/a?q=%e2%82%ac", "percent_encoding"),
+        ("http://%41@example.com/a", "percent_encoding"),
+        ("http://example.com/a/", "path"),
+        ("http://example.com/a/./b", "path"),
+        ("http://example.com/a/../b", "path"),
+        ("http://example.com", "path"),
+        ("http://example.com/a?utm_source=x", "query_filter"),
+        ("http://example.com/a?id=3&fbclid=abc", "query_filter"),
+        ("http://example.com/a?UTM_Campaign=spring", "query_filter"),
+        ("http://example.com/a?a=1&&b=2&", "query_filter"),
+        ("http://example.com/a?", "query_filter"),
+        ("http://example.com/a?b=2&a=1", "query_order"),
+        ("http://example.com/a#top", "fragment"),
+        ("http://example.com/a#", "fragment"),
+    ],
+)
+def test_one_stage_alone(url: str, stage: str) -> None:
+    assert changed_stages(url) == (stage,)
+    assert canonicalize_url(url) != url
+
+
+@pytest.mark.parametrize(
+    ("url", "stages"),
+    [
+        ("http://example.com/a?utm_source=x#top", ("query_filter", "fragment")),
+        (
+            " HTTP://Example.COM:80/a/./b/?utm_source=x&b=2&a=1#top",
+            ("clean", "host", "port", "path", "query_filter", "query_order", "fragment"),
+        ),
+        ("http://example.com/%7Ea/?b=1&a=%7e", ("percent_encoding", "path", "query_order")),
+        # an escape inside a tracking pair is not counted: the pair is dropped
+        ("http://example.com/a?utm_source=caf%c3%a9", ("query_filter",)),
+        ("http://example.com/a?utm%5Fsource=x&b=%7e", ("percent_encoding", "query_filter")),
+    ],
+)
+def test_several_stages_in_stage_order(url: str, stages: tuple[str, ...]) -> None:
+    assert changed_stages(url) == stages
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com/a",
+        "http://example.com/",
+        "http://example.com/a?a=1&b=2",
+        "http://example.com/a%2Fb",
+        "http://example.com:8080/a",
+        "http://u@example.com/a",
+        "http://example.com/a?ref=x",  # tier C is not tracking
+    ],
+)
+def test_a_canonical_url_changes_in_no_stage(url: str) -> None:
+    assert changed_stages(url) == ()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "not a url",
+        "",
+        "%",
+        "http://example.com:99999/",
+        "http://example.com:port/",
+        "http://[::1/",
+        "mailto:someone@example.com",
+        "http:/one-slash",
+    ],
+)
+def test_an_unparseable_url_changes_at_most_in_stage_1(url: str) -> None:
+    assert changed_stages(url) == ()
+    assert changed_stages(f" {url.upper()}\t") == ("clean",)
+
+
+def test_the_options_decide_the_stages() -> None:
+    keep = Canonicalizer(trailing_slash="keep", fragments="keep", keep_params=["utm_source"])
+    assert keep.changed_stages("http://x/a/?utm_source=1#top") == ()
+    assert keep.changed_stages("http://x/a/?utm_medium=1#%7e") == (
+        "percent_encoding",
+        "query_filter",
+    )
+    hashbang = Canonicalizer(fragments="hashbang")
+    assert hashbang.changed_stages("http://x/#!/inbox") == ()
+    assert hashbang.changed_stages("http://x/#top") == ("fragment",)
+    strip = Canonicalizer(strip_params=["ref"])
+    assert strip.changed_stages("http://x/?ref=a") == ("query_filter",)
+
+
+def test_a_hostile_url_is_judged_quickly() -> None:
+    """100 KB in each part that a stage walks: bounded like canonicalize itself."""
+    hostile = [
+        "http://x/" + "a/../" * 20_000,
+        "http://x/?" + "&".join(f"k{i % 97}=%e2%82%ac" for i in range(10_000)),
+        "http://x/?" + "utm_a=1&" * 12_500,
+        "http://x/" + "%" * 100_000,
+        "http://" + "a." * 50_000 + "/",
+        "http://" + "\u00e9" * 100_000 + "/",
+        " \t" * 50_000,
+    ]
+    canonicalizer = Canonicalizer()
+    for url in hostile:
+        # as in the dupefilter: the URL was canonicalized (its key) just before
+        started = time.perf_counter()
+        canonicalizer.canonicalize(url)
+        canonicalized = time.perf_counter() - started
+        started = time.perf_counter()
+        canonicalizer.changed_stages(url)
+        judged = time.perf_counter() - started
+        assert judged < 2.0, (url[:40], judged)
+        assert judged < 20 * canonicalized + 0.2, (url[:40], judged, canonicalized)
+
+
+_unguarded_stages = Canonicalizer()._changed_stages
+_OTHER_OPTIONS = [
+    Canonicalizer(fragments="keep", trailing_slash="keep"),
+    Canonicalizer(fragments="hashbang", strip_params=["ref", "x*"], keep_params=["utm_id"]),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(url_like())
+def test_no_stage_changed_iff_the_url_is_canonical_on_url_like_text(url: str) -> None:
+    assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
+    for other in _OTHER_OPTIONS:
+        assert (not other._changed_stages(url)) == (other._canonicalize(url) == url), url
+    assert not _unguarded_stages(_default_unguarded(url))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_no_stage_changed_iff_the_url_is_canonical_on_any_text(text: str) -> None:
+    for url in (text, "http://x/" + text, "http://x/?" + text):
+        assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
+        assert (changed_stages(url) == ()) == (canonicalize_url(url) == url)
+
+
+_pair = st.builds(
+    "{}{}".format,
+    st.sampled_from(["a", "b", "B", "utm_source", "UTM_x", "utm%5Fsource", "fbclid", "ref", "xq"]),
+    st.sampled_from(["", "=", "=1", "=%7e", "=%2F", "=caf\u00e9", "=a+b", "=%"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(_pair, st.just("")), max_size=6).map("&".join),
+    st.sampled_from(["", "#", "#top", "#!/r", "#%7e"]),
+)
+def test_no_stage_changed_iff_the_url_is_canonical_with_tracking_queries(
+    query: str, fragment: str
+) -> None:
+    url = f"http://x/p?{query}{fragment}"
+    assert (not _unguarded_stages(url)) == (_default_unguarded(url) == url), url
+    for other in _OTHER_OPTIONS:
+        assert (not other._changed_stages(url)) == (other._canonicalize(url) == url), url

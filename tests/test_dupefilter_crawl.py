@@ -19,8 +19,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pytest
+from crawling import AIMD as ADDON
+from crawling import run_crawl
+from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
+from redis_server import REDIS_SERVER, SKIP_REASON, redis_server
 
 from scrapy_aimd.dupefilter import AimdDupeFilter
+from scrapy_aimd.report import read_events_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,7 +49,23 @@ class Site(ThreadingHTTPServer):
         return f"http://{host!s}" + ("" if port == 80 else f":{port}")
 
 
-class SiteHandler(BaseHTTPRequestHandler):
+class Replying(BaseHTTPRequestHandler):
+    """Answers with a status, a body and perhaps a Location; logs nothing."""
+
+    def reply(self, status: int, body: bytes, location: str | None = None) -> None:
+        self.send_response(status)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class SiteHandler(Replying):
     server: Site
 
     def do_GET(self) -> None:
@@ -59,18 +80,6 @@ class SiteHandler(BaseHTTPRequestHandler):
             self.reply(302, b"", location="/moved")
         else:
             self.reply(200, b"<html><title>" + path.encode() + b"</title></html>")
-
-    def reply(self, status: int, body: bytes, location: str | None = None) -> None:
-        self.send_response(status)
-        if location:
-            self.send_header("Location", location)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 def index_page(site: Site) -> bytes:
@@ -251,3 +260,157 @@ def test_stock_scrapy_fetches_the_duplicates(site: Site, crawls: dict[str, dict[
     for page in ("/old", "/moved"):
         assert any(url.endswith(page) for url in stock["pages"])
         assert any(url.endswith(page) for url in ours["pages"])
+
+
+# --- The duplicates by kind, through the add-on, to the report ----------------
+
+
+class LinkSite(ThreadingHTTPServer):
+    """Pages that are lists of links: ``pages`` maps a path to its links."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], pages: dict[str, list[str]]) -> None:
+        super().__init__(address, LinkHandler)
+        self.pages = pages
+
+    @property
+    def base(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+class LinkHandler(Replying):
+    server: LinkSite
+
+    def do_GET(self) -> None:
+        links = self.server.pages.get(self.path.partition("?")[0])
+        if links is None:
+            self.reply(404, b"")
+            return
+        anchors = "".join(f'<a href="{link}">{link}</a>' for link in links)
+        self.reply(200, f"<html><body>{anchors}</body></html>".encode())
+
+
+#: Each of three pages links the target exactly, with utm_ parameters, with a
+#: fragment, with both, and itself: 15 links, of which only the first target
+#: link is new. Duplicates: 5 exact (2 target links, 3 self links), 6 with a
+#: tracking parameter, 6 with a fragment (the 3 with both count under each).
+TRACKING_SITE = {
+    "/": ["/p/1", "/p/2", "/p/3"],
+    **{
+        f"/p/{n}": [
+            "/target",
+            f"/target?utm_source=p{n}&utm_medium=email",
+            f"/target#section-{n}",
+            "/target?fbclid=IwAR0#top",
+            f"/p/{n}",
+        ]
+        for n in (1, 2, 3)
+    },
+    "/target": [],
+}
+#: One page twice, and once with a fragment: 2 duplicates (1 exact, 1 fragment).
+SMALL_SITE = {"/": ["/x", "/x", "/x#y"], "/x": []}
+
+
+@pytest.fixture(scope="module")
+def link_sites() -> Iterator[tuple[LinkSite, LinkSite]]:
+    sites = (LinkSite(("127.0.0.85", 0), TRACKING_SITE), LinkSite(("127.0.0.86", 0), SMALL_SITE))
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in sites]
+    for thread in threads:
+        thread.start()
+    yield sites
+    for site in sites:
+        site.shutdown()
+        site.server_close()
+
+
+def test_a_crawl_counts_its_duplicates_by_kind_and_host(
+    link_sites: tuple[LinkSite, LinkSite], tmp_path: Path
+) -> None:
+    tracking, small = link_sites
+    events = tmp_path / "events.jsonl"
+    result = run_crawl(
+        [f"{tracking.base}/", f"{small.base}/"],
+        tmp_path / "crawl",
+        {**ADDON, "AIMD_EVENTS_FILE": str(events)},
+    )
+    assert sorted(result.urls) == sorted(
+        [f"{tracking.base}{p}" for p in TRACKING_SITE] + [f"{small.base}{p}" for p in SMALL_SITE]
+    )
+    stats = result.stats
+    assert stats["dupefilter/filtered"] == 14 + 2
+    by_kind = {
+        key.removeprefix("aimd/dupefilter/filtered/"): value
+        for key, value in stats.items()
+        if key.startswith("aimd/dupefilter/filtered/")
+    }
+    assert by_kind == {"exact": 5 + 1, "query_filter": 6, "fragment": 6 + 1}
+    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
+    assert (
+        "Filtered 16 duplicate requests: 6 exact, 6 query_filter, 7 fragment "
+        "(a request changed by several stages counts under each); "
+        f"the most on {tracking_host} (14), {small_host} (2)\n" in result.log
+    )
+    close = json.loads(events.read_text().splitlines()[-1])
+    assert close["duplicates"] == {"total": 16, **by_kind}
+    assert close["duplicate_hosts"] == {tracking_host: 14, small_host: 2}
+
+    page = tmp_path / "crawl.html"
+    subprocess.run(
+        [sys.executable, "-m", "scrapy_aimd.report", str(events), "-o", str(page)],
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    html = page.read_text(encoding="utf-8")
+    assert "16 requests dropped as duplicates of a page already seen" in html
+    assert ">tracking parameters or empty pairs</th><td>6</td><td>38%</td>" in html
+    assert ">a fragment</th><td>7</td><td>44%</td>" in html
+    assert ">nothing: the same URL again</th><td>6</td><td>38%</td>" in html
+    assert f'<th scope="row">{tracking_host}</th><td>14</td><td>88%</td>' in html
+
+
+def test_a_fleet_counts_its_duplicates_by_kind_and_host(
+    link_sites: tuple[LinkSite, LinkSite], tmp_path: Path
+) -> None:
+    """Two workers on one Redis: each counts the duplicates it met (its own
+    links, and the start requests that the other sent first); the report adds
+    up their close lines."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    tracking, small = link_sites
+    starts = [f"{tracking.base}/", f"{small.base}/"]
+    with redis_server() as server:
+        fleet = [start_worker(starts, tmp_path / f"w{n}", server.url, {**FLEET}) for n in range(2)]
+        wait_for(fleet)
+    assert_finished(fleet)
+    total: Counter[str] = Counter()
+    for worker in fleet:
+        total.update(
+            {
+                key: value
+                for key, value in worker.stats().items()
+                if key.startswith(("dupefilter/", "aimd/dupefilter/filtered/", "aimd/fleet/dup"))
+            }
+        )
+    # 25 requests made (2 x 2 start requests, 21 links) for 7 pages; a start
+    # request is an exact duplicate in the worker that sent it second
+    assert total == {
+        "dupefilter/filtered": 18,
+        "aimd/fleet/duplicates": 18,
+        "aimd/dupefilter/filtered/exact": 6 + 2,
+        "aimd/dupefilter/filtered/query_filter": 6,
+        "aimd/dupefilter/filtered/fragment": 7,
+    }
+    tracking_host, small_host = (s.base.removeprefix("http://") for s in link_sites)
+    files = [str(worker.out / "events.jsonl") for worker in fleet]
+    crawl = read_events_files(files)
+    kinds = {
+        key.removeprefix("aimd/dupefilter/filtered/"): n
+        for key, n in total.items()
+        if key.startswith("aimd/dupefilter/")
+    }
+    assert crawl.duplicates == {"total": 18, **kinds}
+    assert crawl.duplicate_hosts == {tracking_host: 14 + 1, small_host: 2 + 1}

@@ -977,14 +977,17 @@ def test_robots_outcomes_and_duplicates_are_listed_when_known() -> None:
         {"t": 0.4, "event": "robots", "host": "c.example", "origin": "http://c.example",
          "status": 404, "outcome": "allow_all"},
         {"t": 10.0, "event": "close", "hosts": {},
-         "duplicates": {"total": 40, "tracking": 25, "fragment": 10, "same": 5}},
+         "duplicates": {"total": 40, "query_filter": 25, "fragment": 10, "exact": 5, "path": 10},
+         "duplicate_hosts": {"b.example": 30, "a.example": 10}},
     ]  # fmt: skip
     plain = render_html(read_crawl(lines(older(events))))
     assert 'id="limits"' not in plain
     page = render_html(read_crawl(lines(events)))
     limits = page[page.index('<section id="limits">') :]
     limits = limits[: limits.index("</section>")]
-    rows = re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', limits)
+    robots = limits[limits.index('<table class="robots">') :]
+    robots = robots[: robots.index("</table>")]
+    rows = re.findall(r'<tr><th scope="row">([^<]+)</th>(.*?)</tr>', robots)
     assert [origin for origin, _ in rows] == [
         "http://b.example",
         "http://c.example",
@@ -995,9 +998,25 @@ def test_robots_outcomes_and_duplicates_are_listed_when_known() -> None:
     assert "everything allowed" in rows[1][1]
     assert "<td>200</td>" in rows[2][1] and "<td>500ms</td>" in rows[2][1]
     assert (
-        "40 requests dropped as duplicates of a page already seen: 25 tracking parameters; "
-        "10 a fragment; 5 the same URL again." in limits
+        "40 requests dropped as duplicates of a page already seen, by what the "
+        "canonicalizer changed in their URL" in limits
     )
+    kinds = re.findall(
+        r'<tr><th scope="row" title="([^"]*)">([^<]+)</th><td>([\d,]+)</td><td>(\d+)%</td></tr>',
+        limits,
+    )
+    assert [(label, n, share) for _, label, n, share in kinds] == [
+        ("tracking parameters or empty pairs", "25", "62"),
+        ("dot segments, an empty path or a trailing slash", "10", "25"),
+        ("a fragment", "10", "25"),
+        ("nothing: the same URL again", "5", "12"),
+    ]
+    assert [stage for stage, *_ in kinds] == ["query_filter", "path", "fragment", "exact"]
+    assert "counts under each" in limits  # 50 kinds for 40 requests
+    hosts = re.findall(
+        r'<tr><th scope="row">([^<]+)</th><td>([\d,]+)</td><td>(\d+)%</td></tr>', limits
+    )
+    assert hosts == [("b.example", "30", "75"), ("a.example", "10", "25")]
 
 
 def test_each_host_says_what_bounded_it(demo_events: list[dict[str, Any]]) -> None:
@@ -1033,6 +1052,22 @@ def test_the_reader_keeps_the_crawl_delay_robots_and_duplicates(
     assert crawl.hosts["polite.example"].floor
     assert [r.origin for r in robots_origins(crawl)] == ["http://polite.example"]
     assert duplicates(crawl) == {"total": 3}
+    assert crawl.duplicate_hosts == {}
+
+
+def test_the_hosts_with_the_most_duplicates_are_the_first_ten() -> None:
+    hosts = {f"h{i:02}.example": 100 - i for i in range(15)}
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 1.0, "event": "close", "hosts": {}, "duplicates": {"total": 2000, "exact": 2000},
+         "duplicate_hosts": {**hosts, "bad": "x", "worse": -1}},
+    ]  # fmt: skip
+    crawl = read_crawl(lines(events))
+    assert crawl.duplicate_hosts == hosts
+    page = render_html(crawl)
+    listed = re.findall(r'<tr><th scope="row">(h\d\d\.example)</th>', page)
+    assert listed == [f"h{i:02}.example" for i in range(10)]
+    assert "and 5 more hosts" in page
 
 
 # -- the command ------------------------------------------------------------------------
@@ -1129,7 +1164,8 @@ def fleet_worker(k: int, duration: float = 40.0) -> tuple[str, list[dict[str, An
     worker = f"box{k}:{4000 + k}"
     events = synthetic_events(FLEET_HOSTS, duration=duration - k, seed=20 + k)
     events[0] = {**events[0], "wall": 1_717_000_000.0 + FLEET_STAGGER * k}
-    events[-1]["duplicates"] = {"total": 3 + k, "same": 3 + k}
+    events[-1]["duplicates"] = {"total": 3 + k, "exact": 3 + k}
+    events[-1]["duplicate_hosts"] = {FLEET_HOSTS[0].name: 2 + k, FLEET_HOSTS[1].name: k}
     return worker, [{**e, "worker": worker} for e in events]
 
 
@@ -1203,7 +1239,8 @@ def test_a_fleets_close_rows_add_up(tmp_path: Path, fleet: dict[str, list[dict[s
         assert totals.requests == crawl.hosts[host.name].counted.requests
     paused = crawl.summary["ratelimited.example:8443"].paused_seconds
     assert 0 < paused <= sum(rows[n]["ratelimited.example:8443"]["paused_seconds"] for n in fleet)
-    assert crawl.duplicates == {"total": 3 + 4 + 5, "same": 12}
+    assert crawl.duplicates == {"total": 3 + 4 + 5, "exact": 12}
+    assert crawl.duplicate_hosts == {FLEET_HOSTS[0].name: 2 + 3 + 4, FLEET_HOSTS[1].name: 3}
 
 
 def test_one_lane_per_worker_under_each_host_and_in_the_overview(

@@ -4,6 +4,7 @@ and signals, with a real controller on a fake clock."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,42 @@ def test_the_close_line_carries_the_duplicates_and_robots_outcomes_are_read(
         200,
         0.5,
     )
+
+
+def test_the_close_line_and_the_log_say_the_duplicates_by_kind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    host = Host(tmp_path)
+    stats = host.crawler.stats
+    assert stats is not None
+    for key, value in {
+        "dupefilter/filtered": 7,
+        "aimd/dupefilter/filtered/exact": 4,
+        "aimd/dupefilter/filtered/query_filter": 3,
+        "aimd/dupefilter/filtered/fragment": 1,
+    }.items():
+        stats.set_value(key, value)
+    host.answer(200)
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.reporter"):
+        events = host.close()
+    kinds = {"total": 7, "exact": 4, "query_filter": 3, "fragment": 1}
+    assert events[-1]["duplicates"] == kinds
+    assert events[-1]["duplicate_hosts"] == {}  # no dupefilter of ours: not known
+    assert read_events(host.events_path).duplicates == kinds
+    (line,) = [r.getMessage() for r in caplog.records if "duplicate" in r.getMessage()]
+    assert line == (
+        "Filtered 7 duplicate requests: 4 exact, 3 query_filter, 1 fragment "
+        "(a request changed by several stages counts under each)"
+    )
+
+
+def test_no_duplicates_no_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    host = Host(tmp_path)
+    host.answer(200)
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.reporter"):
+        events = host.close()
+    assert events[-1]["duplicates"] == {"total": 0}
+    assert not [r for r in caplog.records if "duplicate" in r.getMessage()]
 
 
 @pytest.mark.parametrize("template", ["%(nope)s.jsonl", "events%.jsonl", 3])

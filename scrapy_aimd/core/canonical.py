@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RULES_VERSION",
+    "STAGES",
     "Canonicalizer",
     "TrackingRules",
     "canonical_fragment",
@@ -46,6 +47,7 @@ __all__ = [
     "canonical_netloc",
     "canonical_port",
     "canonicalize_url",
+    "changed_stages",
     "clean",
     "normalize_path",
     "normalize_percent_encoding",
@@ -58,6 +60,18 @@ __all__ = [
 #: Bumped whenever a stage's output changes for some input, so that keys saved
 #: under older rules are never silently mixed with new ones.
 RULES_VERSION: Final = 1
+
+#: The 8 stages' names, in order, as :meth:`Canonicalizer.changed_stages` gives them.
+STAGES: Final = (
+    "clean",
+    "host",
+    "port",
+    "percent_encoding",
+    "path",
+    "query_filter",
+    "query_order",
+    "fragment",
+)
 
 TRAILING_SLASH_CHOICES: Final = ("strip", "keep")
 FRAGMENT_CHOICES: Final = ("drop", "keep", "hashbang")
@@ -548,6 +562,89 @@ class Canonicalizer:
                 parts += ("#", fragment)
         return "".join(parts)
 
+    def changed_stages(self, url: str) -> tuple[str, ...]:
+        """The names of the stages (:data:`STAGES`) that change ``url``, in
+        stage order: () exactly when ``url`` is canonical already. Never raises.
+
+        For telling why a duplicate was one, not for the hot path: it walks the
+        stages once more, each on its own part of the URL. A change that a later
+        stage throws away is not counted: an escape inside a tracking parameter
+        is the query filter's, not the percent-encoding's. The backslashes that
+        the URL Standard reads as slashes count as stage 1's, as its tabs do.
+        """
+        try:
+            changed = self._changed_stages(url)
+        except Exception:  # pragma: no cover - as in canonicalize: its own key
+            return ()
+        return tuple(stage for stage in STAGES if stage in changed)
+
+    def _changed_stages(self, url: str) -> set[str]:
+        """:meth:`_canonicalize` step by step, noting the stages that change a part."""
+        changed: set[str] = set()
+        cleaned = clean(url)
+        if "\\" in cleaned:
+            cleaned = _special_backslashes(cleaned, cleaned.partition(":")[0])
+        if cleaned != url:
+            changed.add("clean")
+        match = _SPLIT_RE.fullmatch(cleaned)
+        if match is None:
+            return changed
+        scheme, netloc, path, query, fragment = match.groups()
+        authority = canonical_netloc(scheme, netloc)
+        if authority is None:
+            return changed
+        if authority != netloc:
+            changed |= _authority_stages(scheme, netloc)
+        encoded = normalize_percent_encoding(path, PATH)
+        if encoded != path:
+            changed.add("percent_encoding")
+        if normalize_path(encoded, self.trailing_slash) != encoded:
+            changed.add("path")
+        if query is not None:
+            changed |= self._query_stages(query)
+        if fragment is not None:
+            kept = canonical_fragment(fragment, self.fragments)
+            if kept is None:
+                changed.add("fragment")
+            elif kept != fragment:
+                changed.add("percent_encoding")
+        return changed
+
+    def _query_stages(self, query: str) -> set[str]:
+        """Stages 4, 6 and 7 over a query, pair by pair (an escape never spans
+        an "&", so each pair normalizes as it does within the whole query)."""
+        changed: set[str] = set()
+        kept: list[str] = []
+        for raw in query.split("&"):
+            pair = normalize_percent_encoding(raw, QUERY) if raw else raw
+            if not pair or self.tracking.is_tracking(pair.partition("=")[0]):
+                changed.add("query_filter")
+                continue
+            if pair != raw:
+                changed.add("percent_encoding")
+            kept.append(pair)
+        if len(kept) > 1 and sort_query(kept) != kept:
+            changed.add("query_order")
+        return changed
+
+
+def _authority_stages(scheme: str, netloc: str) -> set[str]:
+    """The stages that change an authority that :func:`canonical_netloc` can read."""
+    changed: set[str] = set()
+    userinfo, at, hostport = netloc.rpartition("@")
+    split = split_host_port(hostport)
+    assert split is not None  # canonical_netloc read it
+    host, port = split
+    if canonical_host(host) != host:
+        changed.add("host")
+    if canonical_port(scheme, port) != hostport[len(host) :]:
+        changed.add("port")
+    if userinfo and normalize_percent_encoding(userinfo, USERINFO) != userinfo:
+        changed.add("percent_encoding")
+    if at and not userinfo:
+        changed.add("host")  # an empty userinfo: "@" dropped with it (stages 2-3)
+    return changed
+
 
 _DEFAULT = Canonicalizer()
 
@@ -556,3 +653,8 @@ def canonicalize_url(url: str) -> str:
     """The canonical form of ``url`` under the default rules (trailing slash
     stripped, fragment dropped, tracking tiers A and B stripped)."""
     return _DEFAULT.canonicalize(url)
+
+
+def changed_stages(url: str) -> tuple[str, ...]:
+    """:meth:`Canonicalizer.changed_stages` under the default rules."""
+    return _DEFAULT.changed_stages(url)

@@ -230,6 +230,8 @@ th.bound-col {{ text-align: left; }}
 tbody tr:nth-child(even) {{ background: #f6f8fa; }}
 tfoot td {{ font-weight: 600; border-top: 2px solid {AXIS}; }}
 td.trouble {{ color: #a40e26; font-weight: 600; }}
+.duplicate-tables {{ display: flex; flex-wrap: wrap; gap: .4em 2.5em; align-items: flex-start; }}
+.duplicate-tables .table-wrap {{ flex: 1 1 22em; max-width: 40em; }}
 footer {{ color: {MUTED}; font-size: .85em; margin-top: 2em; }}
 """
 
@@ -944,17 +946,22 @@ _OUTCOMES = {
     "allow_all": "no rules (4xx): everything allowed",
     "unreachable": "unreachable (5xx, 429 or no answer): the origin was skipped",
 }
-#: Kinds of duplicates, in the canonicalizer's order of stages.
+#: Kinds of duplicates (``aimd/dupefilter/filtered/KIND``): what the canonicalizer
+#: changed in the URL, in its order of stages; "exact" when nothing.
 _DUPLICATE_KINDS = {
-    "same": "the same URL again",
-    "host": "host spelling (case, IDNA, trailing dot)",
-    "port": "a default port",
-    "encoding": "percent-encoding",
-    "path": "dot segments or a trailing slash",
-    "tracking": "tracking parameters",
+    "exact": "nothing: the same URL again",
+    "clean": "surrounding spaces, tabs or newlines, scheme case",
+    "host": "host spelling: case, IDNA, trailing dot, IP form",
+    "port": "a default or empty port",
+    "percent_encoding": "percent-encoding",
+    "path": "dot segments, an empty path or a trailing slash",
+    "query_filter": "tracking parameters or empty pairs",
     "query_order": "query order",
     "fragment": "a fragment",
 }
+_STAGE_ORDER = {kind: index for index, kind in enumerate(_DUPLICATE_KINDS)}
+#: Hosts listed with the most duplicates.
+DUPLICATE_HOSTS_SHOWN = 10
 
 
 def _robots_and_duplicates(crawl: Crawl) -> str:
@@ -982,19 +989,63 @@ def _robots_and_duplicates(crawl: Crawl) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
     if dupes:
-        total = dupes.get("total", sum(v for k, v in dupes.items() if k != "total"))
-        kinds = [
-            f"{n:,} {escape(_DUPLICATE_KINDS.get(kind, kind))}"
-            for kind, n in sorted(dupes.items(), key=lambda kv: -kv[1])
-            if kind != "total" and n
-        ]
-        by_kind = f": {'; '.join(kinds)}" if kinds else ""
-        parts.append(
-            f'<p class="duplicates">{total:,} request{"s" * (total != 1)} dropped as '
-            f"duplicates of a page already seen{by_kind}.</p>"
-        )
+        parts.append(_duplicates(dupes, crawl.duplicate_hosts))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _duplicates(dupes: Mapping[str, int], hosts: Mapping[str, int]) -> str:
+    """The duplicates by kind and the hosts that had the most, as two small tables."""
+    total = dupes.get("total", sum(v for k, v in dupes.items() if k != "total"))
+    kinds = sorted(
+        ((kind, n) for kind, n in dupes.items() if kind != "total" and n),
+        key=lambda kv: (-kv[1], _STAGE_ORDER.get(kv[0], len(_STAGE_ORDER)), kv[0]),
+    )
+    text = f"{total:,} request{'s' * (total != 1)} dropped as duplicates of a page already seen"
+    if not kinds:
+        return f'<p class="duplicates">{text}.</p>'
+    several = sum(n for _, n in kinds) > total
+    parts = [
+        f'<p class="duplicates">{text}, by what the canonicalizer changed in their URL'
+        + (" (a request changed by several stages counts under each)" if several else "")
+        + ":</p>"
+    ]
+    rows = "".join(
+        f'<tr><th scope="row" title="{escape(kind)}">{escape(_DUPLICATE_KINDS.get(kind, kind))}'
+        f"</th><td>{n:,}</td><td>{_percent(n, total)}</td></tr>"
+        for kind, n in kinds
+    )
+    parts.append(
+        '<div class="duplicate-tables"><div class="table-wrap">'
+        '<table class="duplicates"><thead><tr>'
+        '<th scope="col">changed</th><th scope="col">requests</th>'
+        '<th scope="col" title="of the duplicates">share</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
+    ranked = sorted(((host, n) for host, n in hosts.items() if n), key=lambda kv: (-kv[1], kv[0]))
+    if ranked:
+        shown = ranked[:DUPLICATE_HOSTS_SHOWN]
+        rows = "".join(
+            f'<tr><th scope="row">{escape(host)}</th><td>{n:,}</td>'
+            f"<td>{_percent(n, total)}</td></tr>"
+            for host, n in shown
+        )
+        more = len(ranked) - len(shown)
+        rest = (
+            f'<p class="facts">... and {more:,} more host{"s" * (more != 1)}.</p>' if more else ""
+        )
+        parts.append(
+            '<div class="table-wrap"><table class="duplicate-hosts"><thead><tr>'
+            '<th scope="col">host</th><th scope="col">duplicates</th>'
+            '<th scope="col" title="of the duplicates">share</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>{rest}</div>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _percent(n: int, total: int) -> str:
+    return f"{100 * n / total:.0f}%" if total else "-"
 
 
 # -- one host ---------------------------------------------------------------------------

@@ -170,6 +170,8 @@ class Crawl:
     robots: dict[str, RobotsOrigin] = field(default_factory=dict)
     #: Requests dropped as already seen: ``total``, and by kind where known.
     duplicates: dict[str, int] = field(default_factory=dict)
+    #: The hosts with the most of them (a fleet's: summed over its workers).
+    duplicate_hosts: dict[str, int] = field(default_factory=dict)
     #: A fleet's workers, by when they opened (empty for one file without ``worker``).
     workers: list[str] = field(default_factory=list)
     #: Each worker's open, in seconds after the earliest worker's (its file's shift).
@@ -354,11 +356,8 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
         return True
     if event == "close":
         crawl.end = max(crawl.end, t)
-        dupes = record.get("duplicates")
-        if isinstance(dupes, dict):
-            crawl.duplicates = {
-                str(k): n for k, v in dupes.items() if (n := as_integer(v)) is not None and n >= 0
-            }
+        crawl.duplicates = _counts(record.get("duplicates"))
+        crawl.duplicate_hosts = _counts(record.get("duplicate_hosts"))
         return True
     name = record.get("host")
     if not isinstance(name, str) or not name:
@@ -462,7 +461,8 @@ def _finish(crawl: Crawl, closes: list[dict[str, Any]], *, files: int) -> None:
     reason = closes[-1].get("reason")
     crawl.close_reason = reason if isinstance(reason, str) else None
     if files > 1:
-        crawl.duplicates = _summed_duplicates(closes)
+        crawl.duplicates = _summed(closes, "duplicates")
+        crawl.duplicate_hosts = _summed(closes, "duplicate_hosts")
     rows: dict[str, list[HostTotals]] = {}
     for close in closes:
         hosts = close.get("hosts")
@@ -486,14 +486,18 @@ def _finish(crawl: Crawl, closes: list[dict[str, Any]], *, files: int) -> None:
         crawl.summary[name] = totals[0] if len(totals) == 1 else _fleet_totals(totals, host)
 
 
-def _summed_duplicates(closes: list[dict[str, Any]]) -> dict[str, int]:
+def _counts(value: object) -> dict[str, int]:
+    """A close line's counts by name; what is not a count is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): n for k, v in value.items() if (n := as_integer(v)) is not None and n >= 0}
+
+
+def _summed(closes: list[dict[str, Any]], name: str) -> dict[str, int]:
+    """The workers' counts of a close line's field ``name``, added up."""
     summed: Counter[str] = Counter()
     for close in closes:
-        dupes = close.get("duplicates")
-        if isinstance(dupes, dict):
-            summed.update(
-                {str(k): n for k, v in dupes.items() if (n := as_integer(v)) is not None and n >= 0}
-            )
+        summed.update(_counts(close.get(name)))
     return dict(summed)
 
 
