@@ -20,7 +20,7 @@ def test_the_live_line_and_the_summary_name_the_hosts_that_hold_the_crawl_back(
 ) -> None:
     specs = [
         HostSpec(name="paused", pages=4, pause_first=5.0, pause_retry_after=5),
-        HostSpec(name="steady", pages=36, latency=0.02),
+        HostSpec(name="steady", pages=40, latency=0.02),  # 40 x 0.25 s: 10 s
         HostSpec(name="quiet1", pages=1),
         HostSpec(name="quiet2", pages=1),
     ]
