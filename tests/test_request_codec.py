@@ -22,6 +22,7 @@ from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.request import request_from_dict
 from scrapy.utils.test import get_crawler
 
+from scrapy_aimd import jobdir
 from scrapy_aimd.jobdir import RequestCodec
 
 
@@ -271,6 +272,35 @@ def test_decoding_is_request_from_dict(request_: Request) -> None:
 
 
 # -- the shortcut and its fallbacks -----------------------------------------------
+
+
+def test_the_shortcut_knows_this_scrapys_request() -> None:
+    """If Scrapy's Request gains or loses an attribute, the shortcut turns off
+    (every request then goes through to_dict): this fails loudly to say so."""
+    assert RequestCodec.shortcut
+    assert Request.attributes == jobdir.PLAIN_ATTRIBUTES
+
+
+def test_a_plain_request_skips_to_dict_and_request_from_dict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    request = Request("http://example.com/p/1", callback=SPIDER.parse_page, meta={"depth": 1})
+    data = reference_encode(request)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the shortcut was not taken")
+
+    monkeypatch.setattr(Request, "to_dict", refuse)
+    monkeypatch.setattr(jobdir, "request_from_dict", refuse)
+    assert CODEC.encode(request) == data
+    assert snapshot(CODEC.decode(data)) == snapshot(request)
+
+
+def test_without_the_shortcut_the_codec_is_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(RequestCodec, "shortcut", False)
+    for data, request in PINNED:
+        assert CODEC.encode(request) == data
+        assert snapshot(CODEC.decode(data)) == snapshot(request)
 
 
 def test_unusual_callbacks_go_through_to_dict() -> None:
