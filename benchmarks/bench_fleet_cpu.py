@@ -14,10 +14,19 @@ scrapy-redis has no feedback: its cost is its queue and dupefilter alone.
 
 Per request answered: the scheduler's CPU, its wall time (Redis round trips
 included), the whole process's CPU, and the Redis server's CPU (``INFO cpu``).
-Each crawler runs ``--rounds`` times, taking turns; the best round counts.
+
+The machine's load moves a crawl's CPU per request by more than the gap
+between the crawlers (the same crawl took 152 and 256 us in two rounds), and
+load changes over seconds to minutes: so the crawlers take turns in
+``--rounds`` rounds, every crawler once a round, in the opposite order every
+other round (A B C, C B A: each crawler's mean position is the same, so a
+drift in the load counts alike for all), and what counts is each round's
+ratio to the one process of the same round. The ratio reported is the median
+of those paired ratios, with their range; the CPU per request of each crawler
+is the median of its rounds.
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
-    PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 2]
+    PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import importlib
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -60,6 +70,11 @@ PROFILE_ENV = "AIMD_BENCH_PROFILE"
 DETAIL_ENV = "AIMD_BENCH_DETAIL"
 
 CRAWLERS = ("scrapy-aimd, one process", "scrapy-aimd, fleet worker", "scrapy-redis")
+#: ``--codec-baseline``: a fleet worker whose ``RequestCodec`` takes no shortcut
+#: (``Request.to_dict`` and ``request_from_dict`` for every request), as before it had one.
+CODEC_BASELINE = "scrapy-aimd, fleet worker, codec by to_dict"
+#: Set in the child's environment for ``CODEC_BASELINE``.
+CODEC_ENV = "AIMD_BENCH_CODEC_SHORTCUT"
 
 
 class Meter:
@@ -136,6 +151,10 @@ def child(config_path: str) -> None:
     """Run one crawl with the scheduler's methods timed; write ``cpu.json``."""
     import crawlrunner
 
+    if os.environ.get(CODEC_ENV) == "off":
+        from scrapy_aimd.jobdir import RequestCodec
+
+        RequestCodec.shortcut = False
     meter = Meter()
     for path, methods in TIMED.items():
         module_name, _, class_name = path.rpartition(".")
@@ -193,8 +212,11 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
             "REDIS_URL": url,
         }
         url = None
-    elif kind == CRAWLERS[1]:
+    elif kind != CRAWLERS[0]:
         settings["AIMD_FLEET_IDLE_CLOSE"] = 1.0
+    os.environ.pop(CODEC_ENV, None)
+    if kind == CODEC_BASELINE:
+        os.environ[CODEC_ENV] = "off"  # read by the child
     try:
         before = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
         with start_farm(specs, max_seconds=300) as farm:
@@ -205,6 +227,7 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
             wait_for([worker], 300)
         after = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
     finally:
+        os.environ.pop(CODEC_ENV, None)
         if server is not None:
             server.close()
     cpu_file = out / "cpu.json"
@@ -227,9 +250,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=12)
     parser.add_argument("--pages", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of one crawl by each crawler; the ratios are the median of "
+        "each round's (default 5)",
+    )
     parser.add_argument(
         "--no-scrapy-redis", action="store_true", help="scrapy-aimd's two crawlers only"
+    )
+    parser.add_argument(
+        "--codec-baseline",
+        action="store_true",
+        help="also crawl, in the same rounds, with a fleet worker whose request codec "
+        "takes no shortcut (Request.to_dict and request_from_dict for every request)",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None)
@@ -251,6 +286,8 @@ def main() -> None:
     if args.child:
         child(args.child)
         return
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.detail:
         os.environ[DETAIL_ENV] = args.detail
     if args.profile is not None:
@@ -265,7 +302,9 @@ def main() -> None:
 
     if REDIS_SERVER is None:
         sys.exit(SKIP_REASON)
-    crawlers = CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS
+    crawlers = list(CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS)
+    if args.codec_baseline:
+        crawlers.append(CODEC_BASELINE)
     if not args.no_scrapy_redis:
         try:
             importlib.import_module("scrapy_redis")
@@ -273,68 +312,108 @@ def main() -> None:
             sys.exit("scrapy-redis is not installed: pip install scrapy-redis")
     import tempfile
 
-    best: dict[str, dict[str, Any]] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in crawlers}
     with tempfile.TemporaryDirectory(prefix="aimd-fleet-cpu-") as tmp:
         base = args.keep or Path(tmp)
         for number in range(args.rounds):
-            for kind in crawlers:
+            # A B C, then C B A: a drift in the machine's load counts alike for all.
+            for kind in crawlers if number % 2 == 0 else crawlers[::-1]:
                 out = base / f"round{number}" / kind.replace(" ", "-").replace(",", "")
                 figures = crawl(kind, args.hosts, args.pages, out)
-                per = figures["scheduler_cpu"] / max(1, figures["requests"])
                 print(
                     f"round {number + 1}, {kind}: {figures['requests']} requests, "
-                    f"scheduler CPU {per * 1e6:.0f} us/request",
+                    f"scheduler CPU {per(figures, 'scheduler_cpu') * 1e6:.0f} us/request",
                     file=sys.stderr,
                 )
-                known = best.get(kind)
-                if known is None or per < known["scheduler_cpu"] / max(1, known["requests"]):
-                    best[kind] = figures
-    report(best, args)
+                rounds[kind].append(figures)
+    report(rounds, args)
 
 
-def report(best: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
-    def per(kind: str, key: str) -> float:
-        figures = best[kind]
-        value: float = figures[key] / max(1, figures["requests"])
-        return value
+def per(figures: dict[str, Any], key: str) -> float:
+    """``figures[key]`` per request answered."""
+    value: float = figures[key] / max(1, figures["requests"])
+    return value
+
+
+def ratios(rounds: dict[str, list[dict[str, Any]]], kind: str, base: str) -> list[float]:
+    """Each round's scheduler CPU per request of ``kind`` over ``base``'s."""
+    return [
+        per(mine, "scheduler_cpu") / per(theirs, "scheduler_cpu")
+        for mine, theirs in zip(rounds[kind], rounds[base], strict=True)
+    ]
+
+
+def report(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    def median(kind: str, key: str) -> float:
+        return statistics.median(per(figures, key) for figures in rounds[kind])
 
     base = CRAWLERS[0]
+    count = len(rounds[base])
     print(
         f"\n{args.hosts} hosts of {args.pages} pages (5 ms), CONCURRENT_REQUESTS 16, "
-        f"best of {args.rounds} rounds; per request answered:\n"
+        f"{count} rounds taking turns; per request answered, the median of the rounds "
+        f'("vs one process": the median of each round\'s ratio, and its range):\n'
     )
     print(
-        "| crawler | requests | scheduler CPU (us) | vs one process | scheduler wall (us) "
-        "| process CPU (ms) | Redis CPU (us) |"
+        "| crawler | requests | scheduler CPU (us) | vs one process | range "
+        "| scheduler wall (us) | process CPU (ms) | Redis CPU (us) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    kinds = [kind for kind in CRAWLERS if kind in best]
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    kinds = [kind for kind in (*CRAWLERS, CODEC_BASELINE) if kind in rounds]
     for kind in kinds:
-        figures = best[kind]
-        ratio = per(kind, "scheduler_cpu") / per(base, "scheduler_cpu")
+        paired = ratios(rounds, kind, base)
+        answered = min(figures["requests"] for figures in rounds[kind])
         print(
-            f"| {kind} | {figures['requests']} of {figures['expected']} "
-            f"| {per(kind, 'scheduler_cpu') * 1e6:.0f} | {ratio:.2f}x "
-            f"| {per(kind, 'scheduler_wall') * 1e6:.0f} | {per(kind, 'process_cpu') * 1e3:.2f} "
-            f"| {per(kind, 'redis_cpu') * 1e6:.0f} |"
+            f"| {kind} | {answered} of {rounds[kind][0]['expected']} "
+            f"| {median(kind, 'scheduler_cpu') * 1e6:.0f} | {statistics.median(paired):.2f}x "
+            f"| {min(paired):.2f}-{max(paired):.2f}x "
+            f"| {median(kind, 'scheduler_wall') * 1e6:.0f} "
+            f"| {median(kind, 'process_cpu') * 1e3:.2f} | {median(kind, 'redis_cpu') * 1e6:.0f} |"
         )
+    print("\nScheduler CPU per request (us) in each round, and the ratios to one process:\n")
+    short = [kind.removeprefix("scrapy-aimd, ") for kind in kinds]
+    print("| round | " + " | ".join([*short, *(f"{k} / one" for k in short[1:])]) + " |")
+    print("|---:|" + "---:|" * (2 * len(kinds) - 1))
+    for number in range(count):
+        cpus = [f"{per(rounds[kind][number], 'scheduler_cpu') * 1e6:.0f}" for kind in kinds]
+        paired = [f"{ratios(rounds, kind, base)[number]:.2f}x" for kind in kinds[1:]]
+        print(f"| {number + 1} | " + " | ".join(cpus + paired) + " |")
     for kind in kinds:
-        figures = best[kind]
-        requests = max(1, figures["requests"])
-        by_method = figures.get("cpu_by_method", {})
-        if by_method:
-            print(f"\n{kind}, per request answered (us):")
-            for name, spent in sorted(by_method.items(), key=lambda kv: -kv[1]):
-                print(f"  {name}: {spent / requests * 1e6:.0f}")
-        detail = figures.get("detail", {})
-        for name, spent in sorted(detail.get("cpu", {}).items(), key=lambda kv: -kv[1]):
-            calls = detail["calls"][name]
-            print(f"  {name}: {spent / requests * 1e6:.1f} ({calls} calls)")
-    fleet = per(CRAWLERS[1], "scheduler_cpu")
-    line = f"\nfleet worker / one process: {fleet / per(base, 'scheduler_cpu'):.2f}x (target 1.5x)"
-    if CRAWLERS[2] in best:
-        line += f"; fleet worker / scrapy-redis: {fleet / per(CRAWLERS[2], 'scheduler_cpu'):.2f}x"
+        print(f"\n{kind}, per request answered (us, the median of the rounds):")
+        by_method = {name for figures in rounds[kind] for name in figures["cpu_by_method"]}
+        for name in sorted(by_method, key=lambda n: -_median_of(rounds[kind], "cpu_by_method", n)):
+            print(f"  {name}: {_median_of(rounds[kind], 'cpu_by_method', name) * 1e6:.0f}")
+        detail = {name for figures in rounds[kind] for name in figures["detail"]["cpu"]}
+        for name in sorted(detail, key=lambda n: -_median_of(rounds[kind], "detail", n)):
+            calls = statistics.median(f["detail"]["calls"].get(name, 0) for f in rounds[kind])
+            spent = _median_of(rounds[kind], "detail", name)
+            print(f"  {name}: {spent * 1e6:.1f} ({calls:.0f} calls)")
+    paired = ratios(rounds, CRAWLERS[1], base)
+    line = (
+        f"\nfleet worker / one process: {statistics.median(paired):.2f}x "
+        f"(target 1.5x; median of {count} rounds, range {min(paired):.2f}-{max(paired):.2f}x)"
+    )
+    if CRAWLERS[2] in rounds:
+        against = [a / b for a, b in zip(paired, ratios(rounds, CRAWLERS[2], base), strict=True)]
+        line += f"; fleet worker / scrapy-redis: {statistics.median(against):.2f}x"
+    if CODEC_BASELINE in rounds:
+        against = ratios(rounds, CRAWLERS[1], CODEC_BASELINE)
+        line += (
+            f"; fleet worker / the same with the codec by to_dict: "
+            f"{statistics.median(against):.2f}x (range {min(against):.2f}-{max(against):.2f}x)"
+        )
     print(line)
+
+
+def _median_of(rounds: list[dict[str, Any]], field: str, name: str) -> float:
+    """The median over the rounds of one timed method's (or detail's) CPU per request."""
+
+    def spent(figures: dict[str, Any]) -> float:
+        table = figures[field]["cpu"] if field == "detail" else figures[field]
+        value: float = table.get(name, 0.0) / max(1, figures["requests"])
+        return value
+
+    return statistics.median(spent(figures) for figures in rounds)
 
 
 if __name__ == "__main__":
