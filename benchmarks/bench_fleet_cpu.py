@@ -14,19 +14,41 @@ scrapy-redis has no feedback: its cost is its queue and dupefilter alone.
 
 Per request answered: the scheduler's CPU, its wall time (Redis round trips
 included), the whole process's CPU, and the Redis server's CPU (``INFO cpu``).
-Each crawler runs ``--rounds`` times, taking turns; the best round counts.
+
+The machine (2 shared cores) moves a crawl's CPU per request by more than
+the gap between the crawlers (one process took 152 and 256 us in two rounds
+of one run), so:
+
+- The crawlers take turns in ``--rounds`` rounds, each once a round, in the
+  opposite order every other round (A B C, then C B A: a drift in the load
+  counts alike for all), and each crawler is compared with the one process
+  of the same round: the ratio reported is the median of the rounds' ratios,
+  with their range.
+- The garbage collector's CPU is left out of the scheduler's (and shown
+  apart): a collection runs inside whichever call tips the allocation count,
+  and one full collection of a crawl's heap takes milliseconds.
+- "Adjusted": each crawl's scheduler CPU is first divided by the rest of its
+  process's CPU (start-up, engine, downloader, spider: the same work in each
+  scrapy-aimd crawl), which was measured at the same moments on the same
+  machine. A fixed piece of Python work, the speed probe, timed between the
+  scheduler's calls, checks that assumption: "rest / probe" is then alike
+  for the crawlers (not for scrapy-redis, which runs Scrapy's own politeness:
+  read its unadjusted ratio).
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
-    PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 2]
+    PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 5]
+        [--no-scrapy-redis] [--codec-baseline] [--detail MOD:FUNC,...] [--profile FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -60,10 +82,31 @@ PROFILE_ENV = "AIMD_BENCH_PROFILE"
 DETAIL_ENV = "AIMD_BENCH_DETAIL"
 
 CRAWLERS = ("scrapy-aimd, one process", "scrapy-aimd, fleet worker", "scrapy-redis")
+#: ``--codec-baseline``: a fleet worker whose ``RequestCodec`` takes no shortcut
+#: (``Request.to_dict`` and ``request_from_dict`` for every request), as before it had one.
+CODEC_BASELINE = "scrapy-aimd, fleet worker, codec by to_dict"
+#: Set in the child's environment for ``CODEC_BASELINE``.
+CODEC_ENV = "AIMD_BENCH_CODEC_SHORTCUT"
+
+
+#: A probe runs after every this many timed calls.
+PROBE_EVERY = 16
+
+
+def probe_work() -> int:
+    """A fixed piece of Python work like the scheduler's (small dicts, strings,
+    a sort): the CPU it takes says how fast the machine runs Python at that
+    moment."""
+    table: dict[str, int] = {}
+    for number in range(60):
+        table[f"h{number % 13}:{number}"] = number * 7 % 11
+    return len(sorted(table, key=table.__getitem__))
 
 
 class Meter:
-    """CPU and wall seconds inside the timed methods (the outermost call only)."""
+    """CPU and wall seconds inside the timed methods (the outermost call only),
+    and the CPU of the speed probe (``probe_work``), run between timed calls in
+    the same thread so that it sees the machine as the scheduler does."""
 
     def __init__(self) -> None:
         self.cpu = 0.0
@@ -71,6 +114,30 @@ class Meter:
         self.calls: dict[str, int] = {}
         self.by_method: dict[str, float] = {}
         self.depth = 0
+        self.outer = 0
+        self.probes: list[float] = []
+        #: The cyclic garbage collector's CPU: in all, and inside the timed
+        #: methods (by method). A collection runs in whichever call tips the
+        #: allocation count over its threshold, and a full one of a crawl's heap
+        #: takes milliseconds: left in, it moves a method's figure at random.
+        self.gc_total = 0.0
+        self.gc_by_method: dict[str, float] = {}
+        self.current = ""
+        self.gc_started = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.gc_started = time.thread_time()
+            return
+        spent = time.thread_time() - self.gc_started
+        self.gc_total += spent
+        if self.depth:
+            self.gc_by_method[self.current] = self.gc_by_method.get(self.current, 0.0) + spent
+
+    def probe(self) -> None:
+        cpu = time.thread_time()
+        probe_work()
+        self.probes.append(time.thread_time() - cpu)
 
     def wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         # No functools.wraps: Scrapy's signals read the receiver's own arguments,
@@ -79,6 +146,7 @@ class Meter:
             if self.depth:
                 return method(*args, **kwargs)
             self.depth += 1
+            self.current = name
             self.calls[name] = self.calls.get(name, 0) + 1
             cpu, wall = time.thread_time(), time.perf_counter()
             try:
@@ -89,6 +157,9 @@ class Meter:
                 self.by_method[name] = self.by_method.get(name, 0.0) + spent
                 self.wall += time.perf_counter() - wall
                 self.depth -= 1
+                self.outer += 1
+                if self.outer % PROBE_EVERY == 0:
+                    self.probe()
 
         return timed
 
@@ -136,7 +207,12 @@ def child(config_path: str) -> None:
     """Run one crawl with the scheduler's methods timed; write ``cpu.json``."""
     import crawlrunner
 
+    if os.environ.get(CODEC_ENV) == "off":
+        from scrapy_aimd.jobdir import RequestCodec
+
+        RequestCodec.shortcut = False
     meter = Meter()
+    gc.callbacks.append(meter.on_gc)
     for path, methods in TIMED.items():
         module_name, _, class_name = path.rpartition(".")
         try:
@@ -163,12 +239,20 @@ def child(config_path: str) -> None:
     (out / "cpu.json").write_text(
         json.dumps(
             {
-                "scheduler_cpu": meter.cpu,
+                # The scheduler's CPU without the collector's (reported apart).
+                "scheduler_cpu": meter.cpu - sum(meter.gc_by_method.values()),
+                "scheduler_gc": sum(meter.gc_by_method.values()),
+                "gc_cpu": meter.gc_total,
                 "scheduler_wall": meter.wall,
                 "calls": meter.calls,
-                "cpu_by_method": meter.by_method,
+                "cpu_by_method": {
+                    name: spent - meter.gc_by_method.get(name, 0.0)
+                    for name, spent in meter.by_method.items()
+                },
                 "detail": {"cpu": detail.cpu, "calls": detail.calls},
                 "process_cpu": usage.ru_utime + usage.ru_stime,
+                "probe_cpu": statistics.median(meter.probes) if meter.probes else None,
+                "probes": len(meter.probes),
             }
         )
     )
@@ -193,8 +277,11 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
             "REDIS_URL": url,
         }
         url = None
-    elif kind == CRAWLERS[1]:
+    elif kind != CRAWLERS[0]:
         settings["AIMD_FLEET_IDLE_CLOSE"] = 1.0
+    os.environ.pop(CODEC_ENV, None)
+    if kind == CODEC_BASELINE:
+        os.environ[CODEC_ENV] = "off"  # read by the child
     try:
         before = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
         with start_farm(specs, max_seconds=300) as farm:
@@ -205,6 +292,7 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
             wait_for([worker], 300)
         after = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
     finally:
+        os.environ.pop(CODEC_ENV, None)
         if server is not None:
             server.close()
     cpu_file = out / "cpu.json"
@@ -227,9 +315,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=12)
     parser.add_argument("--pages", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of one crawl by each crawler; the ratios are the median of "
+        "each round's (default 5)",
+    )
     parser.add_argument(
         "--no-scrapy-redis", action="store_true", help="scrapy-aimd's two crawlers only"
+    )
+    parser.add_argument(
+        "--codec-baseline",
+        action="store_true",
+        help="also crawl, in the same rounds, with a fleet worker whose request codec "
+        "takes no shortcut (Request.to_dict and request_from_dict for every request)",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None)
@@ -251,6 +351,8 @@ def main() -> None:
     if args.child:
         child(args.child)
         return
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.detail:
         os.environ[DETAIL_ENV] = args.detail
     if args.profile is not None:
@@ -265,7 +367,9 @@ def main() -> None:
 
     if REDIS_SERVER is None:
         sys.exit(SKIP_REASON)
-    crawlers = CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS
+    crawlers = list(CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS)
+    if args.codec_baseline:
+        crawlers.append(CODEC_BASELINE)
     if not args.no_scrapy_redis:
         try:
             importlib.import_module("scrapy_redis")
@@ -273,68 +377,144 @@ def main() -> None:
             sys.exit("scrapy-redis is not installed: pip install scrapy-redis")
     import tempfile
 
-    best: dict[str, dict[str, Any]] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in crawlers}
     with tempfile.TemporaryDirectory(prefix="aimd-fleet-cpu-") as tmp:
         base = args.keep or Path(tmp)
         for number in range(args.rounds):
-            for kind in crawlers:
+            # A B C, then C B A: a drift in the machine's load counts alike for all.
+            for kind in crawlers if number % 2 == 0 else crawlers[::-1]:
                 out = base / f"round{number}" / kind.replace(" ", "-").replace(",", "")
                 figures = crawl(kind, args.hosts, args.pages, out)
-                per = figures["scheduler_cpu"] / max(1, figures["requests"])
                 print(
                     f"round {number + 1}, {kind}: {figures['requests']} requests, "
-                    f"scheduler CPU {per * 1e6:.0f} us/request",
+                    f"scheduler CPU {per(figures, 'scheduler_cpu') * 1e6:.0f} us/request",
                     file=sys.stderr,
                 )
-                known = best.get(kind)
-                if known is None or per < known["scheduler_cpu"] / max(1, known["requests"]):
-                    best[kind] = figures
-    report(best, args)
+                rounds[kind].append(figures)
+    report(rounds, args)
 
 
-def report(best: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
-    def per(kind: str, key: str) -> float:
-        figures = best[kind]
-        value: float = figures[key] / max(1, figures["requests"])
-        return value
+def per(figures: dict[str, Any], key: str) -> float:
+    """``figures[key]`` per request answered."""
+    value: float = figures[key] / max(1, figures["requests"])
+    return value
+
+
+def rest(figures: dict[str, Any]) -> float:
+    """The process's CPU outside the scheduler, per request: the same work in
+    every scrapy-aimd crawl (start-up, the engine, the downloader, the spider),
+    so it says how fast the machine ran during this crawl."""
+    return per(figures, "process_cpu") - per(figures, "scheduler_cpu")
+
+
+Rounds = dict[str, list[dict[str, Any]]]
+
+
+def ratios(rounds: Rounds, kind: str, base: str, adjusted: bool = False) -> list[float]:
+    """Each round's scheduler CPU per request of ``kind`` over ``base``'s;
+    ``adjusted``: each first divided by its crawl's ``rest``."""
+
+    def cpu(figures: dict[str, Any]) -> float:
+        return per(figures, "scheduler_cpu") / (rest(figures) if adjusted else 1.0)
+
+    return [
+        cpu(mine) / cpu(theirs) for mine, theirs in zip(rounds[kind], rounds[base], strict=True)
+    ]
+
+
+def spread(values: list[float]) -> str:
+    """The median and the range of some ratios."""
+    return f"{statistics.median(values):.2f}x | {min(values):.2f}-{max(values):.2f}x"
+
+
+def report(rounds: Rounds, args: argparse.Namespace) -> None:
+    def median(kind: str, value: Callable[[dict[str, Any]], float]) -> float:
+        return statistics.median(value(figures) for figures in rounds[kind])
+
+    def us(key: str) -> Callable[[dict[str, Any]], float]:
+        return lambda figures: per(figures, key) * 1e6
+
+    def probed(figures: dict[str, Any]) -> float:
+        return rest(figures) / figures["probe_cpu"] if figures["probe_cpu"] else 0.0
 
     base = CRAWLERS[0]
+    count = len(rounds[base])
+    kinds = [kind for kind in (*CRAWLERS, CODEC_BASELINE) if kind in rounds]
     print(
         f"\n{args.hosts} hosts of {args.pages} pages (5 ms), CONCURRENT_REQUESTS 16, "
-        f"best of {args.rounds} rounds; per request answered:\n"
+        f"{count} rounds taking turns; per request answered, the median of the rounds. "
+        f"The scheduler's CPU leaves out the garbage collector's (its column). "
+        f'"vs one process": the median of each round\'s ratio, and their range; '
+        f'"adjusted": each crawl\'s figure first divided by the rest of its '
+        f'process\'s CPU ("rest", the same work in each scrapy-aimd crawl: its '
+        f'ratio to the speed probe, "rest / probe", is then alike):\n'
     )
     print(
-        "| crawler | requests | scheduler CPU (us) | vs one process | scheduler wall (us) "
-        "| process CPU (ms) | Redis CPU (us) |"
+        "| crawler | requests | scheduler CPU (us) | vs one process | range | adjusted "
+        "| range | GC in the scheduler (us) | scheduler wall (us) | process CPU (ms) "
+        "| rest / probe | Redis CPU (us) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    kinds = [kind for kind in CRAWLERS if kind in best]
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind in kinds:
-        figures = best[kind]
-        ratio = per(kind, "scheduler_cpu") / per(base, "scheduler_cpu")
+        answered = min(figures["requests"] for figures in rounds[kind])
         print(
-            f"| {kind} | {figures['requests']} of {figures['expected']} "
-            f"| {per(kind, 'scheduler_cpu') * 1e6:.0f} | {ratio:.2f}x "
-            f"| {per(kind, 'scheduler_wall') * 1e6:.0f} | {per(kind, 'process_cpu') * 1e3:.2f} "
-            f"| {per(kind, 'redis_cpu') * 1e6:.0f} |"
+            f"| {kind} | {answered} of {rounds[kind][0]['expected']} "
+            f"| {median(kind, us('scheduler_cpu')):.0f} | {spread(ratios(rounds, kind, base))} "
+            f"| {spread(ratios(rounds, kind, base, adjusted=True))} "
+            f"| {median(kind, us('scheduler_gc')):.1f} | {median(kind, us('scheduler_wall')):.0f} "
+            f"| {median(kind, us('process_cpu')) / 1e3:.2f} | {median(kind, probed):.0f} "
+            f"| {median(kind, us('redis_cpu')):.0f} |"
         )
+    print(
+        "\nScheduler CPU per request (us) in each round, and the adjusted ratios to one process:\n"
+    )
+    short = [kind.removeprefix("scrapy-aimd, ") for kind in kinds]
+    print("| round | " + " | ".join([*short, *(f"{k} / one" for k in short[1:])]) + " |")
+    print("|---:|" + "---:|" * (2 * len(kinds) - 1))
+    for number in range(count):
+        cpus = [f"{per(rounds[kind][number], 'scheduler_cpu') * 1e6:.0f}" for kind in kinds]
+        paired = [f"{ratios(rounds, k, base, adjusted=True)[number]:.2f}x" for k in kinds[1:]]
+        print(f"| {number + 1} | " + " | ".join(cpus + paired) + " |")
     for kind in kinds:
-        figures = best[kind]
-        requests = max(1, figures["requests"])
-        by_method = figures.get("cpu_by_method", {})
-        if by_method:
-            print(f"\n{kind}, per request answered (us):")
-            for name, spent in sorted(by_method.items(), key=lambda kv: -kv[1]):
-                print(f"  {name}: {spent / requests * 1e6:.0f}")
-        detail = figures.get("detail", {})
-        for name, spent in sorted(detail.get("cpu", {}).items(), key=lambda kv: -kv[1]):
-            calls = detail["calls"][name]
-            print(f"  {name}: {spent / requests * 1e6:.1f} ({calls} calls)")
-    fleet = per(CRAWLERS[1], "scheduler_cpu")
-    line = f"\nfleet worker / one process: {fleet / per(base, 'scheduler_cpu'):.2f}x (target 1.5x)"
-    if CRAWLERS[2] in best:
-        line += f"; fleet worker / scrapy-redis: {fleet / per(CRAWLERS[2], 'scheduler_cpu'):.2f}x"
+        print(f"\n{kind}, per request answered (us, the median of the rounds):")
+        by_method = {name for figures in rounds[kind] for name in figures["cpu_by_method"]}
+        for name in sorted(by_method, key=lambda n: -_median_of(rounds[kind], "cpu_by_method", n)):
+            print(f"  {name}: {_median_of(rounds[kind], 'cpu_by_method', name) * 1e6:.0f}")
+        detail = {name for figures in rounds[kind] for name in figures["detail"]["cpu"]}
+        for name in sorted(detail, key=lambda n: -_median_of(rounds[kind], "detail", n)):
+            calls = statistics.median(f["detail"]["calls"].get(name, 0) for f in rounds[kind])
+            spent = _median_of(rounds[kind], "detail", name)
+            print(f"  {name}: {spent * 1e6:.1f} ({calls:.0f} calls)")
+    fleet = CRAWLERS[1]
+    adjusted = ratios(rounds, fleet, base, adjusted=True)
+    raw = ratios(rounds, fleet, base)
+    line = (
+        f"\nfleet worker / one process: {statistics.median(adjusted):.2f}x adjusted, range "
+        f"{min(adjusted):.2f}-{max(adjusted):.2f}x ({statistics.median(raw):.2f}x unadjusted, "
+        f"range {min(raw):.2f}-{max(raw):.2f}x; median of {count} rounds; target 1.5x)"
+    )
+    if CRAWLERS[2] in rounds:
+        against = ratios(rounds, fleet, CRAWLERS[2])
+        line += f"; fleet worker / scrapy-redis: {statistics.median(against):.2f}x"
+    if CODEC_BASELINE in rounds:
+        against = ratios(rounds, fleet, CODEC_BASELINE, adjusted=True)
+        line += (
+            f"; fleet worker / the same with the codec by to_dict: "
+            f"{statistics.median(against):.2f}x adjusted "
+            f"(range {min(against):.2f}-{max(against):.2f}x)"
+        )
     print(line)
+
+
+def _median_of(rounds: list[dict[str, Any]], field: str, name: str) -> float:
+    """The median over the rounds of one timed method's (or detail's) CPU per request."""
+
+    def spent(figures: dict[str, Any]) -> float:
+        table = figures[field]["cpu"] if field == "detail" else figures[field]
+        value: float = table.get(name, 0.0) / max(1, figures["requests"])
+        return value
+
+    return statistics.median(spent(figures) for figures in rounds)
 
 
 if __name__ == "__main__":
