@@ -513,6 +513,28 @@ def test_a_pause_once_a_page_was_taken_backs_off_when_no_pace_is_known() -> None
     assert host.delay == 1.0
 
 
+@pytest.mark.parametrize("adaptive", [True, False])
+@pytest.mark.parametrize("retry_after", [0.0, 0.5, 3.0])
+def test_a_host_that_refuses_everything_with_a_pause_still_widens_the_gap(
+    retry_after: float, adaptive: bool
+) -> None:
+    # Only the first pause before any page is a pause alone: a host that goes on
+    # refusing (Retry-After: 0, a date in the past, or pauses over and over) is not
+    # asked at the pace of its pauses, and a pause shorter than initial_backoff is
+    # no brake at all.
+    host = make(initial_backoff=1.0, adaptive=adaptive, max_concurrency=4)
+    now, sent = 0.0, 0
+    while now < 60.0:
+        now = max(now, host.ready_at(now))
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            sent += 1
+            host.finish(ticket, now + 0.02, status=429, latency=0.02, retry_after=retry_after)
+        now += 0.02
+    assert host.delay >= 8.0, host.state()
+    assert sent <= 40, sent
+
+
 def test_a_host_closed_at_first_is_crawled_at_its_pace_once_its_pause_ends() -> None:
     # The benchmark farm's paused host: 429 with Retry-After to every page for 3 s,
     # then room for 6 at 50 ms. 150 pages can take 4.25 s; a gap of 1 s after the

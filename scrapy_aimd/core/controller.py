@@ -1017,11 +1017,14 @@ class HostController:
             return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
         pushback = spacing
         if spacing is None:
-            # Nothing is known of a pace. Refused with a pause before any page was
-            # taken (a host closed for now), the pause alone says when to come back:
-            # a gap of initial_backoff after it cost a host closed for 3 s, then
-            # serving 6 at once, 1.2 s of its 4.3 s.
-            if paused is None or self._answered_well:
+            # Nothing is known of a pace. Refused with a pause of initial_backoff or
+            # more before any page was taken (a host closed for now), the pause alone
+            # says when to come back: a gap of initial_backoff after it cost a host
+            # closed for 3 s, then serving 6 at once, 1.2 s of its 4.3 s. Only the
+            # first such pause: a host that goes on refusing, or pauses for less
+            # (Retry-After: 0, a date in the past), would be asked at its pauses' pace.
+            closed = paused is not None and paused - now >= self.cfg.initial_backoff
+            if not closed or self._answered_well or paused_before > 0:
                 self._set_gap(self.cfg.initial_backoff)
         elif again:
             # Refused again this soon: double; twice in a row, quadruple (far off).
