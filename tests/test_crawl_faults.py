@@ -454,3 +454,28 @@ def test_a_bad_robots_memory_is_refused_naming_it(tmp_path: Path, value: object)
     shown = startup_error(tmp_path, {"ROBOTSTXT_OBEY": True, "AIMD_ROBOTS_MEMORY": value})
     assert "AIMD_ROBOTS_MEMORY" in shown
     assert "a whole number >= 0" in shown
+
+
+@pytest.mark.parametrize("retry_after", ["0", "Mon, 01 Jan 2001 00:00:00 GMT"])
+def test_a_host_that_refuses_every_page_with_no_pause_is_not_hammered(
+    tmp_path: Path, retry_after: str
+) -> None:
+    # 429 with Retry-After: 0 (or a date in the past, read as 0) to every page: the
+    # gap grows from 1 s as for a 429 without one, so ten start URLs see a handful
+    # of requests in 6 s, not one after another as fast as the host answers.
+    def answer(path: str) -> Answer:
+        if path == "/robots.txt":
+            return 404, {}, b""
+        return 429, {"Retry-After": retry_after}, b""
+
+    with serve(answer) as (url, paths):
+        result = run_crawl(
+            [f"{url}/p{i}" for i in range(10)],
+            tmp_path / "crawl",
+            {**AIMD, "CLOSESPIDER_TIMEOUT": 6, "RETRY_TIMES": 0},
+            timeout=60,
+        )
+    pages = [p for p in paths if p != "/robots.txt"]
+    assert result.stats.get("finish_reason") == "closespider_timeout", result.log[-2000:]
+    assert 1 <= len(pages) <= 8, pages
+    assert not result.stats.get("aimd/requeue/gave_up"), result.stats
