@@ -1,0 +1,201 @@
+"""Contention for a host's state against a real redis-server: workers answering
+for the same few hosts as fast as they can never stop, never lose or reorder a
+host's answers, and never take more than one round trip a call.
+
+Each host's controller state is stored under optimistic concurrency: an answer
+computed on a state that another worker's answer moved since loses its race
+and is applied again to the host as it is now. On so few, so fast hosts, with
+several claims a round trip, an answer can keep losing; the fleet must still
+store every answer once, in order, without a call that spins on Redis.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+
+from scrapy_aimd.core.controller import ControllerConfig, Reaction
+from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+server = pytest.fixture(scope="module")(serve)
+prefix = pytest.fixture(fleet_prefix)
+
+#: Fast hosts that take 8 at a time: every claim a round trip can take 8 of one.
+FIXED = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=8)
+#: Seconds a worker of the load test may run at most (it ends when the fleet has
+#: nothing left, within a few seconds on an idle machine).
+WORKER_DEADLINE = 90.0
+
+
+@pytest.fixture
+def raw(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url)
+    yield client
+    client.close()
+
+
+def _frontier(url: str, prefix: str, cfg: ControllerConfig = FIXED) -> FleetFrontier[bytes]:
+    return FleetFrontier(
+        Fleet(url, prefix), encode=bytes, decode=bytes, config=lambda host: cfg, lease_time=60.0
+    )
+
+
+def _worker(url: str, prefix: str, batch: int) -> dict[str, Any]:
+    """One worker process, driven as a crawl drives its frontier, as fast as it
+    can: each round trip claims up to ``batch`` and carries the answers (200s,
+    waiting for the next claim) and leases done of the claims before. Returns
+    what it saw: the answers stored per host in the order they were told, the
+    most round trips one call took, and the error that stopped it, if any."""
+    frontier = _frontier(url, prefix)
+    given: dict[str, list[int]] = {}
+    told: dict[str, list[int]] = {}
+    reactions_none = 0
+    most_trips = 0
+    error = ""
+    serial = 0
+
+    def then(host: str, number: int, reaction: Reaction | None) -> None:
+        nonlocal reactions_none
+        told.setdefault(host, []).append(number)
+        reactions_none += reaction is None
+
+    deadline = time.monotonic() + WORKER_DEADLINE
+    try:
+        while time.monotonic() < deadline:
+            before = frontier.counters.round_trips + frontier.state_reads
+            got = frontier.claim_many(batch)
+            most_trips = max(
+                most_trips, frontier.counters.round_trips + frontier.state_reads - before
+            )
+            if isinstance(got, list):
+                for claim in got:
+                    serial += 1
+                    given.setdefault(claim.host, []).append(serial)
+                    frontier.finish_later(
+                        claim,
+                        status=200,
+                        latency=0.001,
+                        then=lambda r, h=claim.host, n=serial: then(h, n, r),
+                    )
+                frontier.done_later([claim.lease for claim in got])
+                continue
+            if not frontier.waiting and got.queued == 0 and got.leased == 0:
+                break
+            time.sleep(0.001)  # others hold every place, or answers wait for a turn
+        while frontier.waiting and time.monotonic() < deadline:
+            before = frontier.counters.round_trips + frontier.state_reads
+            frontier.flush()
+            most_trips = max(
+                most_trips, frontier.counters.round_trips + frontier.state_reads - before
+            )
+            if frontier.waiting:
+                time.sleep(0.001)
+    except FleetStoreError as exc:
+        error = str(exc)
+    counters = frontier.counters
+    frontier.fleet.close()
+    return {
+        "error": error,
+        "claims": counters.claims,
+        "feedbacks": counters.feedbacks,
+        "conflicts": counters.conflicts,
+        "given": given,
+        "told": told,
+        "reactions_none": reactions_none,
+        "most_trips": most_trips,
+        "stats": {**counters.as_stats(), **frontier.contention.as_stats()}
+        if hasattr(frontier, "contention")
+        else counters.as_stats(),
+    }
+
+
+def run_workers(
+    url: str, prefix: str, *, requests: int, hosts: int, workers: int, batch: int
+) -> tuple[list[dict[str, Any]], float]:
+    """``workers`` processes on ``requests`` over ``hosts``; their results and the
+    wall time."""
+    _frontier(url, prefix).push([Item(f"h{n % hosts}", b"%d" % n) for n in range(requests)])
+    started = time.monotonic()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(workers) as pool:
+        results = pool.starmap_async(_worker, [(url, prefix, batch)] * workers).get(
+            WORKER_DEADLINE + 30
+        )
+    return results, time.monotonic() - started
+
+
+def test_workers_contending_for_two_hosts_store_every_answer_once_in_order(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """Three workers, 8 claims a round trip, 3,000 requests over 2 hosts of no
+    latency: every host's state moves many times a round trip. No worker stops,
+    every answer is stored once (each store is one version: the versions add up
+    to the requests), in the order its worker was given it, and no call takes
+    more than one round trip (a state read again excepted)."""
+    requests, hosts = 3000, 2
+    results, elapsed = run_workers(
+        server.url, prefix, requests=requests, hosts=hosts, workers=3, batch=8
+    )
+    errors = [r["error"] for r in results if r["error"]]
+    assert not errors, errors
+    assert sum(r["claims"] for r in results) == requests
+    versions = [int(raw.hget(f"{prefix}:h:h{n}", "v") or 0) for n in range(hosts)]
+    assert sum(versions) == requests, versions
+    assert [int(raw.hget(f"{prefix}:h:h{n}", "fl") or 0) for n in range(hosts)] == [0] * hosts
+    assert raw.zcard(f"{prefix}:leases") == 0
+    assert int(raw.get(f"{prefix}:n") or 0) == 0
+    for result in results:
+        assert result["reactions_none"] == 0
+        assert result["told"] == result["given"]  # each once, in order, per host
+        assert result["most_trips"] <= 1, result["most_trips"]
+    conflicts = sum(r["conflicts"] for r in results)
+    feedbacks = sum(r["feedbacks"] for r in results)
+    print(
+        f"\n3 workers, {requests} requests over {hosts} hosts, 8 claims a round trip: "
+        f"{elapsed:.2f} s, {requests / elapsed:.0f} requests/s, {conflicts} of "
+        f"{feedbacks} feedbacks lost a race; stats: "
+        + str([{k: v for k, v in r["stats"].items() if v} for r in results])
+    )
+
+
+def test_a_writer_that_keeps_moving_a_hosts_state_stops_no_worker(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """One worker answers as fast as it can for one host while another's answers
+    for it lose their race every time they go on their own: the losing worker's
+    answers are still stored, in order, without a call of more than one round
+    trip."""
+    fast, slow = _frontier(server.url, prefix), _frontier(server.url, prefix)
+    fast.push([Item("h", b"%d" % n) for n in range(4000)])
+    mine = [c for c in slow.claim_many(8) if isinstance(c, Claim)]  # type: ignore[union-attr]
+    assert mine
+    told: list[int] = []
+    for number, claim in enumerate(mine):
+        slow.finish_later(
+            claim, status=200, latency=0.001, then=lambda r, n=number: told.append(n)
+        )
+    slow.done_later([c.lease for c in mine])
+    deadline = time.monotonic() + 60
+    most_trips = 0
+    while slow.waiting and time.monotonic() < deadline:
+        # The writer: a round trip of 8 answers on the host before each of slow's.
+        got = fast.claim_many(8)
+        if isinstance(got, list):
+            for claim in got:
+                fast.finish_later(claim, status=200, latency=0.001, then=lambda r: None)
+            fast.done_later([c.lease for c in got])
+        fast.flush()
+        before = slow.counters.round_trips + slow.state_reads
+        slow.flush()
+        most_trips = max(most_trips, slow.counters.round_trips + slow.state_reads - before)
+    assert not slow.waiting, "the losing worker's answers were never stored"
+    assert told == list(range(len(mine)))
+    assert most_trips <= 1
