@@ -106,6 +106,9 @@ DONE_EVERY = 0.05
 #: next claim to carry them before they go alone (requests claimed together are
 #: handed out without a round trip, so some do wait that long).
 FLUSH_AFTER = 0.02
+#: Seconds a closing worker goes on sending answers that lose their race or wait
+#: for another worker's turn on their host (each turn lasts 50 ms at most).
+CLOSE_FLUSH = 1.0
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
 #: Most requests claimed in one round trip: as many as the downloader has room
@@ -235,8 +238,10 @@ class FleetScheduler:
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
-        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``).
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``), and
+        #: when (this worker's clock).
         self._flush_call: CallLaterResult | None = None
+        self._flush_due = math.inf
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
         self._failed = False
@@ -266,6 +271,7 @@ class FleetScheduler:
             config=self.configs.for_host,
             lease_time=self._lease_time,
             in_use=self.claims.__contains__,
+            again=self._flush_again,
         )
         for handler, signal in self._handlers():
             self.crawler.signals.connect(handler, signal=signal)
@@ -304,7 +310,12 @@ class FleetScheduler:
                 self._flush()
                 self._finish_done(force=True)
                 self._give_back_claimed()
-                self.frontier.flush()
+                if not self.frontier.flush_all(CLOSE_FLUSH):
+                    logger.warning(
+                        "Fleet at close: answers not stored within %.1fs (their leases "
+                        "expire and their requests are fetched again)",
+                        CLOSE_FLUSH,
+                    )
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
@@ -635,11 +646,24 @@ class FleetScheduler:
         for request in done:
             self.flights.settle(request)
 
-    def _flush_soon(self) -> None:
-        """What waits for the next claim goes alone after ``FLUSH_AFTER`` if no
-        claim took it: other workers see each answer soon, whatever this one does."""
-        if self._flush_call is None:
-            self._flush_call = call_later(FLUSH_AFTER, self._flush_waiting)
+    def _flush_soon(self, delay: float = FLUSH_AFTER) -> None:
+        """What waits for the next claim goes alone after ``delay`` if no claim took
+        it: other workers see each answer soon, whatever this one does."""
+        due = self.clock() + delay
+        if self._flush_call is not None:
+            if self._flush_due <= due:
+                return
+            self._flush_call.cancel()
+        self._flush_due = due
+        self._flush_call = call_later(delay, self._flush_waiting)
+
+    def _flush_again(self) -> None:
+        """Answers that went and were not stored (a lost race, another worker's turn
+        on their host) go again as soon as they may: in a reactor turn of their
+        own, one round trip, never in a loop inside this one."""
+        retry = None if self.frontier is None else self.frontier.retry_in()
+        if retry is not None:
+            self._flush_soon(retry)
 
     def _flush_waiting(self) -> None:
         self._flush_call = None
@@ -649,6 +673,10 @@ class FleetScheduler:
             self.frontier.flush()
         except Exception as exc:
             self._stop(exc, "feedback")
+            return
+        if self.frontier.waiting:  # answers that wait for a turn, or came meanwhile
+            retry = self.frontier.retry_in()
+            self._flush_soon(FLUSH_AFTER if retry is None else retry)
 
     def _fleet_status(self) -> FleetStatus | None:
         now = self.clock()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -46,6 +47,10 @@ def _frontier(url: str, prefix: str, cfg: ControllerConfig = FIXED) -> FleetFron
     return FleetFrontier(
         Fleet(url, prefix), encode=bytes, decode=bytes, config=lambda host: cfg, lease_time=60.0
     )
+
+
+def _note(told: list[int], number: int, reaction: Reaction | None) -> None:
+    told.append(number)
 
 
 def _worker(url: str, prefix: str, batch: int) -> dict[str, Any]:
@@ -83,7 +88,7 @@ def _worker(url: str, prefix: str, batch: int) -> dict[str, Any]:
                         claim,
                         status=200,
                         latency=0.001,
-                        then=lambda r, h=claim.host, n=serial: then(h, n, r),
+                        then=partial(then, claim.host, serial),
                     )
                 frontier.done_later([claim.lease for claim in got])
                 continue
@@ -111,9 +116,7 @@ def _worker(url: str, prefix: str, batch: int) -> dict[str, Any]:
         "told": told,
         "reactions_none": reactions_none,
         "most_trips": most_trips,
-        "stats": {**counters.as_stats(), **frontier.contention.as_stats()}
-        if hasattr(frontier, "contention")
-        else counters.as_stats(),
+        "stats": {**counters.as_stats(), **frontier.contention.as_stats()},
     }
 
 
@@ -132,17 +135,18 @@ def run_workers(
     return results, time.monotonic() - started
 
 
-def test_workers_contending_for_two_hosts_store_every_answer_once_in_order(
-    server: RedisServer, raw: redis.Redis, prefix: str
+@pytest.mark.parametrize(("hosts", "workers"), [(2, 3), (4, 4)])
+def test_workers_contending_for_a_few_hosts_store_every_answer_once_in_order(
+    server: RedisServer, raw: redis.Redis, prefix: str, hosts: int, workers: int
 ) -> None:
-    """Three workers, 8 claims a round trip, 3,000 requests over 2 hosts of no
-    latency: every host's state moves many times a round trip. No worker stops,
-    every answer is stored once (each store is one version: the versions add up
-    to the requests), in the order its worker was given it, and no call takes
-    more than one round trip (a state read again excepted)."""
-    requests, hosts = 3000, 2
+    """Three or four workers, 8 claims a round trip, 3,000 requests over 2 or 4
+    hosts of no latency: every host's state moves many times a round trip. No
+    worker stops, every answer is stored once (each store is one version: the
+    versions add up to the requests), in the order its worker was given it, and
+    no call takes more than one round trip (a state read again excepted)."""
+    requests = 3000
     results, elapsed = run_workers(
-        server.url, prefix, requests=requests, hosts=hosts, workers=3, batch=8
+        server.url, prefix, requests=requests, hosts=hosts, workers=workers, batch=8
     )
     errors = [r["error"] for r in results if r["error"]]
     assert not errors, errors
@@ -159,7 +163,7 @@ def test_workers_contending_for_two_hosts_store_every_answer_once_in_order(
     conflicts = sum(r["conflicts"] for r in results)
     feedbacks = sum(r["feedbacks"] for r in results)
     print(
-        f"\n3 workers, {requests} requests over {hosts} hosts, 8 claims a round trip: "
+        f"\n{workers} workers, {requests} requests over {hosts} hosts, 8 claims a round trip: "
         f"{elapsed:.2f} s, {requests / elapsed:.0f} requests/s, {conflicts} of "
         f"{feedbacks} feedbacks lost a race; stats: "
         + str([{k: v for k, v in r["stats"].items() if v} for r in results])
@@ -179,9 +183,7 @@ def test_a_writer_that_keeps_moving_a_hosts_state_stops_no_worker(
     assert mine
     told: list[int] = []
     for number, claim in enumerate(mine):
-        slow.finish_later(
-            claim, status=200, latency=0.001, then=lambda r, n=number: told.append(n)
-        )
+        slow.finish_later(claim, status=200, latency=0.001, then=partial(_note, told, number))
     slow.done_later([c.lease for c in mine])
     deadline = time.monotonic() + 60
     most_trips = 0
@@ -199,3 +201,74 @@ def test_a_writer_that_keeps_moving_a_hosts_state_stops_no_worker(
     assert not slow.waiting, "the losing worker's answers were never stored"
     assert told == list(range(len(mine)))
     assert most_trips <= 1
+
+
+def _turn_taken(
+    url: str, prefix: str
+) -> tuple[FleetFrontier[bytes], FleetFrontier[bytes], Claim[bytes], Claim[bytes]]:
+    """Worker A's throttle answer loses its race to B's answer and is granted the
+    host's turn with its loss (an answer told at once asks at its first). Returns
+    A, B, and a claim of each not answered yet."""
+    a, b = _frontier(url, prefix), _frontier(url, prefix)
+    a.push([Item("h", b"%d" % n) for n in range(4)])
+    first, second = _claims(a, 2)
+    mine, other = _claims(b, 2)
+    b.finish(mine, status=200, latency=0.001, done=True)  # moves the host's version
+    before = a.counters.round_trips
+    told = a.finish(first, status=503, latency=0.001, done=True)
+    assert a.counters.round_trips == before + 1
+    assert told is not None and told.decreased  # told now, on the state its loss showed
+    assert (a.counters.conflicts, a.contention.turns, a.contention.told_early) == (1, 1, 1)
+    assert a.waiting and a.retry_in() == 0.0
+    return a, b, second, other
+
+
+def _claims(worker: FleetFrontier[bytes], count: int) -> list[Claim[bytes]]:
+    got = worker.claim_many(count)
+    assert isinstance(got, list) and len(got) == count, got
+    return got
+
+
+def test_a_turn_holds_other_workers_answers_until_its_holder_stores(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """While A holds the host's turn, B's answer, though computed on the latest
+    state, is told to wait (no store, no round trip while it waits); A's next call
+    stores its answer on the state its loss showed, with the reaction it was told;
+    then B's is stored on A's. Every answer once: one version each."""
+    a, b, _, other = _turn_taken(server.url, prefix)
+    told: list[Reaction | None] = []
+    b.finish_later(other, status=200, latency=0.001, then=told.append, done=True)
+    b.flush()
+    assert told == [] and b.waiting and b.contention.turn_waits == 1
+    assert b.counters.conflicts == 0  # not a lost race: it never tried
+    wait = b.retry_in()
+    assert wait is not None and 0 < wait <= 0.05 + 0.01
+    trips = b.counters.round_trips
+    b.flush()  # nothing that may go: no round trip
+    assert b.counters.round_trips == trips and told == []
+    a.flush()
+    assert not a.waiting and a.contention.told_changed == 0
+    assert raw.hget(f"{prefix}:h:h", "tw") is None  # the turn ended with the store
+    assert b.flush_all(2.0)
+    assert len(told) == 1 and told[0] is not None
+    assert int(raw.hget(f"{prefix}:h:h", "v") or 0) == 3  # B's two answers and A's
+    assert int(raw.hget(f"{prefix}:h:h", "fl") or 0) == 1  # A's second claim, unanswered
+
+
+def test_a_killed_turn_holder_never_wedges_its_host(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """A is killed holding the host's turn: B's answer waits for the turn's end on
+    Redis's clock (50 ms), not longer, and is then stored."""
+    a, b, _, other = _turn_taken(server.url, prefix)
+    a.fleet.close()  # killed: its answer never goes again
+    told: list[Reaction | None] = []
+    b.finish_later(other, status=200, latency=0.001, then=told.append, done=True)
+    started = time.monotonic()
+    b.flush()
+    assert b.waiting and b.contention.turn_waits == 1
+    assert b.flush_all(2.0)
+    assert time.monotonic() - started < 1.0
+    assert len(told) == 1 and told[0] is not None
+    assert int(raw.hget(f"{prefix}:h:h", "v") or 0) == 2  # B's two; A's never came

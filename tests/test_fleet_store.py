@@ -243,9 +243,9 @@ def test_answers_of_a_host_carried_together_lose_their_race_together(
     frontier: Frontiers, raw: redis.Redis, prefix: str
 ) -> None:
     """Two answers of a host carried by one call are computed one on the other:
-    when the first loses its race, the script takes neither, and both are stored
-    again in order on the newer state; the lease done with the second is not
-    taken for a request dropped before its download."""
+    when the first loses its race, the script takes neither, and both wait for
+    the next call, to be stored in order on the newer state; the lease done with
+    the second is not taken for a request dropped before its download."""
     fixed = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=3)
     a, b = frontier(fixed), frontier(fixed)
     a.push([Item("h", b"%d" % n) for n in range(3)])
@@ -258,7 +258,12 @@ def test_answers_of_a_host_carried_together_lose_their_race_together(
     before = a.counters.round_trips
     a.flush()
     assert a.counters.conflicts == 2
-    assert a.counters.round_trips == before + 3  # the call, then each again alone
+    assert a.counters.round_trips == before + 1  # never again in the same call
+    assert told == [] and a.waiting
+    assert a.retry_in() == 0.0  # they may go at once
+    a.flush()
+    assert a.counters.round_trips == before + 2  # both again, in one call
+    assert not a.waiting
     assert len(told) == 2 and all(t is not None for t in told)
     view = a.host("h")
     assert view is not None
@@ -284,9 +289,14 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     claim_a, claim_b = claim_now(a), claim_now(b)
     b.finish(claim_b, status=200, latency=0.001, done=True)  # moves the version
     before = a.counters.round_trips
-    a.finish(claim_a, status=503, latency=0.001, done=True)  # a holds an older version
+    told = a.finish(claim_a, status=503, latency=0.001, done=True)  # an older version
     assert a.counters.conflicts == 1
-    assert a.counters.round_trips == before + 2
+    assert a.counters.round_trips == before + 1  # told now, stored with the next call
+    assert a.waiting and a.contention.turns == 1  # its loss gave it the host's turn
+    a.flush()
+    assert a.counters.round_trips == before + 2 and not a.waiting
+    assert told is not None and told.decreased
+    assert (a.contention.told_early, a.contention.told_changed) == (1, 0)
     view = a.host("h")
     assert view is not None
     assert view.version == version + 2
@@ -477,7 +487,8 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     survivor.finish(back, status=200, latency=0.001, done=True)
     # The dead worker's late feedback changes nothing of the lease that came back.
     dead.finish(claim, status=200, latency=0.001, done=True)
-    assert dead.counters.late_feedback == 1
+    dead.flush()  # it lost its race to the survivor's answer: it goes again
+    assert dead.counters.late_feedback == 1 and not dead.waiting
     last = claim_now(survivor)
     assert last.item == b"next"
     view = survivor.host("h")
@@ -545,7 +556,8 @@ def test_a_stale_workers_late_answer_and_send_leave_the_new_lease(frontier: Fron
     stale, old, live, new = stale_and_live(frontier, answered=False)
     stale.sent_later(old)
     stale.fail(old, timeout=False, done=True)
-    assert stale.counters.late_feedback == 1
+    stale.flush()  # it lost its race to B's claim: it goes again
+    assert stale.counters.late_feedback == 1 and not stale.waiting
     assert live.host("h").in_flight == 1  # type: ignore[union-attr]
     assert live.status().leased == 1
     reaction = live.finish(new, status=429, latency=0.001, done=True)

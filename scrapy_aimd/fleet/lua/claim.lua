@@ -2,12 +2,13 @@
 -- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
 -- reports, feedbacks and done leases it carries, this worker's id, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
--- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
+-- (as sent.lua); each feedback as the 14 values of store_feedback (common.lua)
 -- and '1' if its reply should carry the host's log; each done lease as its id.
 -- What a worker learnt since its last call goes with its next claim, in this
 -- order: the requests queued (before the leases of their parents go), the
--- sends, the answers (a host whose feedback lost the race here takes no later
--- feedback of this call: each was computed on the one before), the leases
+-- sends, the answers (a host whose feedback lost the race here, or was told to
+-- wait for another worker's turn, takes no later feedback of this call: each
+-- was computed on the one before), the leases
 -- done; then the claims.
 -- A claim takes the first request of a host that may start now (by its gap,
 -- its limit against its in-flight count and its pause, on the server's clock),
@@ -20,8 +21,10 @@
 -- entries... (state '=' and tickets '' when this worker stored that version:
 -- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
 -- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
--- new version, released, '', then how many log entries and those (the log if
--- asked: else 0), or 0, version, state, tickets, the count and the log.
+-- new version, released, '', '', then how many log entries and those (the log
+-- if asked: else 0); or 0 (lost) or 2 (another worker's turn), version, state,
+-- tickets, the turn's end (for 0: the turn granted to this worker, '' for
+-- none), the count and the log.
 check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -47,22 +50,26 @@ local function add_result(values, host, with_log)
 end
 for _ = 1, n_feedback do
   local f = {}
-  for j = i, i + 12 do
+  for j = i, i + 13 do
     f[#f + 1] = ARGV[j]
   end
   local host = f[1]
-  local ok, version, third, tickets = false, nil, nil, nil
-  if not lost[host] then
-    ok, version, third, tickets = store_feedback(f, now, token)
-  end
-  if ok then
-    add_result({1, version, third, ''}, host, ARGV[i + 13] == '1')
-  else
-    lost[host] = true
+  local status, version, third, tickets, turn
+  local first = lost[host]
+  if first then
+    -- Computed on the one before, which was not stored: told as it was.
     local h = call('HMGET', host_key(host), 'v', 'st', 'tk')
-    add_result({0, h[1] or '0', h[2] or '', h[3] or ''}, host, true)
+    status, version, third, tickets, turn = first[1], h[1] or '0', h[2] or '', h[3] or '', first[2]
+  else
+    status, version, third, tickets, turn = store_feedback(f, now, token)
   end
-  i = i + 14
+  if status == 1 then
+    add_result({1, version, third, '', ''}, host, ARGV[i + 14] == '1')
+  else
+    lost[host] = first or {status, turn}
+    add_result({status, version, third, tickets, turn}, host, true)
+  end
+  i = i + 15
 end
 local forgotten = 0
 for _ = 1, n_done do
