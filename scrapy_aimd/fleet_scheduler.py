@@ -329,7 +329,8 @@ class FleetScheduler:
             except Exception as exc:
                 logger.error("Fleet at close: %s (leases come back when they expire)", exc)
         if self.frontier is not None:
-            for name, value in self.frontier.counters.as_stats().items():
+            counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
+            for name, value in counted.items():
                 self.stats.set_value(name, value)
             self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
             by_host = self.frontier.feedbacks_by_host

@@ -15,14 +15,17 @@ import multiprocessing
 import time
 from collections.abc import Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from fleetcrawl import FLEET, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, Reaction
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item
+from sitefarm import HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -272,3 +275,39 @@ def test_a_killed_turn_holder_never_wedges_its_host(
     assert time.monotonic() - started < 1.0
     assert len(told) == 1 and told[0] is not None
     assert int(raw.hget(f"{prefix}:h:h", "v") or 0) == 2  # B's two; A's never came
+
+
+def test_three_crawling_workers_on_two_fast_hosts_fetch_every_page_once(
+    tmp_path: Path, server: RedisServer, prefix: str
+) -> None:
+    """End to end: three crawl processes on two hosts that answer at once, each
+    with room for 16: they contend for both hosts' states all crawl long. Every
+    worker finishes, every page is fetched once, and each feedback was stored
+    (the answers of the fleet add up to its pages)."""
+    specs = [HostSpec(name=f"f{n}", pages=300, links_per_page=6) for n in range(2)]
+    settings = {
+        **FLEET,
+        "AIMD_FLEET_KEY": prefix,
+        "CONCURRENT_REQUESTS": 16,
+        "AIMD_MAX_CONCURRENCY": 8,
+        "AIMD_MIN_DELAY": 0.0,
+    }
+    with start_farm(specs, max_seconds=120) as farm:
+        started = time.monotonic()
+        fleet = [
+            start_worker(urls_of(farm), tmp_path / f"w{n}", server.url, settings) for n in range(3)
+        ]
+        wait_for(fleet, 100)
+        elapsed = time.monotonic() - started
+        log = farm.read_log()
+    assert_finished(fleet)
+    for name, summary in summarize(log, specs).items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+        assert summary.duplicate_fetches == 0, (name, summary)
+    stats = [w.stats() for w in fleet]
+    pages = len([r for r in log if r["reason"] != "robots"])
+    assert sum(s.get("aimd/fleet/claims", 0) for s in stats) == pages
+    assert sum(s.get("aimd/fleet/feedbacks", 0) for s in stats) >= pages
+    keys = ("feedbacks", "conflicts", "turns", "turn_waits", "most_losses", "told_early")
+    keys += ("round_trips", "claims")
+    print(f"\n{elapsed:.1f} s: " + "; ".join(str({k: s.get(f"aimd/fleet/{k}", 0) for k in keys}) for s in stats))
