@@ -310,4 +310,7 @@ def test_three_crawling_workers_on_two_fast_hosts_fetch_every_page_once(
     assert sum(s.get("aimd/fleet/feedbacks", 0) for s in stats) >= pages
     keys = ("feedbacks", "conflicts", "turns", "turn_waits", "most_losses", "told_early")
     keys += ("round_trips", "claims")
-    print(f"\n{elapsed:.1f} s: " + "; ".join(str({k: s.get(f"aimd/fleet/{k}", 0) for k in keys}) for s in stats))
+    print(
+        f"\n{elapsed:.1f} s: "
+        + "; ".join(str({k: s.get(f"aimd/fleet/{k}", 0) for k in keys}) for s in stats)
+    )
