@@ -295,9 +295,6 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -328,6 +325,9 @@ class FleetScheduler:
                         hosts.append((host, controller))
             except Exception as exc:
                 logger.error("Fleet at close: %s (leases come back when they expire)", exc)
+        if self._flush_call is not None:  # the steps above sent what it would have
+            self._flush_call.cancel()
+            self._flush_call = None
         if self.frontier is not None:
             counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
             for name, value in counted.items():
@@ -518,7 +518,8 @@ class FleetScheduler:
             # robots.txt (its fetch is started). Sent later, after the rules came,
             # it would reach the host closer to the next start than the gap: back
             # to the queue, for a worker that knows the rules, or this one later.
-            self.frontier.give_back([claim.lease])
+            self.frontier.give_back_later([claim.lease])  # with the next call
+            self._flush_soon()
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
@@ -537,11 +538,12 @@ class FleetScheduler:
 
     def _give_back_claimed(self) -> None:
         """Requests claimed with others that the engine did not ask for in time:
-        back to their queues (one round trip)."""
+        back to their queues, with the next call (``next_request`` claims at once)."""
         if self.claimed and self.frontier is not None:
             leases = [claim.lease for claim, _ in self.claimed]
             self.claimed.clear()
-            self.frontier.give_back(leases)
+            self.frontier.give_back_later(leases)
+            self._flush_soon()
             logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
 
     def _give_back_held(self) -> None:
@@ -550,7 +552,9 @@ class FleetScheduler:
         claimed a gap ago or more: back to their queues, not out inside the pause
         or above the limit. (Redis holds a host with a gap until its claim's send
         is reported, two gaps at most: one sent later than a gap after its claim
-        would let another worker's start come closer to it than the gap.)"""
+        would let another worker's start come closer to it than the gap.) They go
+        with the next call: ``next_request``'s claim if none is left, else within
+        ``FLUSH_AFTER``."""
         assert self.frontier is not None
         now, back = self.fleet.now(), []
         over: dict[str, int] = {}
@@ -565,7 +569,8 @@ class FleetScheduler:
                 self.claimed.remove(entry)
                 back.append(entry[0].lease)
         if back:
-            self.frontier.give_back(back)
+            self.frontier.give_back_later(back)
+            self._flush_soon()
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
@@ -641,7 +646,7 @@ class FleetScheduler:
         back = [self.claims.pop(r).lease for r in done if self.flights.cancelled(r)]
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
         if back:
-            self.frontier.give_back(back)
+            self.frontier.give_back_later(back)
         self.frontier.done_later(finished)  # with the next claim
         self._flush_soon()
         for request in done:

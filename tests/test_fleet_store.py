@@ -820,6 +820,28 @@ def test_a_stopping_worker_gives_its_leases_back_at_once(frontier: Frontiers) ->
     assert kept.in_flight == 1
 
 
+def test_leases_given_back_go_with_the_next_claim(frontier: Frontiers) -> None:
+    """Requests given back with the next call (claimed with others and not handed
+    out) cost no round trip of their own: the claim that carries them frees their
+    places first, and may take them again by the claim's rule."""
+    worker = frontier(ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=2))
+    worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])
+    claims = worker.claim_many(3)
+    assert isinstance(claims, list) and len(claims) == 3
+    assert isinstance(worker.claim(), Wait)  # h at its limit, g emptied
+    back = [c for c in claims if c.host == "h"]
+    worker.give_back_later([c.lease for c in back])
+    assert worker.waiting
+    before = worker.counters.round_trips
+    again = worker.claim_many(3)
+    assert worker.counters.round_trips == before + 1
+    assert isinstance(again, list)
+    assert sorted(c.item for c in again) == [b"1", b"2"]
+    assert {c.lease for c in again}.isdisjoint(c.lease for c in back)  # new leases
+    assert worker.host("h").in_flight == 2  # type: ignore[union-attr]
+    assert worker.status().queued == 0
+
+
 def test_scripts_are_packed_as_redis_py_packs_them() -> None:
     """The fleet packs its EVALSHA calls itself (a tenth of redis-py's CPU): the
     bytes on the wire are redis-py's own, for every kind of argument it sends."""

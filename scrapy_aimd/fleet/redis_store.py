@@ -331,6 +331,9 @@ class FleetFrontier(Generic[T]):
         self._pushes: list[_Push[T]] = []
         self._sent: list[tuple[str, str, str]] = []
         self._done: list[str] = []
+        #: Leases to give back with the next call, and how many the latest gave back.
+        self._back: list[str] = []
+        self._given = 0
         #: Leases the latest call forgot of those it carried as done.
         self._forgotten = 0
         #: A call failed that carried requests to queue (the script may not have
@@ -484,13 +487,13 @@ class FleetFrontier(Generic[T]):
         """Send what waits for the next claim now, without claiming (one round trip;
         none if nothing waits, or only answers of hosts in another worker's turn).
         Answers that are not stored wait again (see :class:`Contention`)."""
-        if self._pushes or self._sent or self._done or self._ready_answers():
+        if self._pushes or self._sent or self._done or self._back or self._ready_answers():
             self._exchange(claim=0)
 
     @property
     def waiting(self) -> bool:
         """Requests to queue, answers, sends or leases done wait for the next call."""
-        return bool(self._pushes or self._answers or self._sent or self._done)
+        return bool(self._pushes or self._answers or self._sent or self._done or self._back)
 
     def retry_in(self) -> float | None:
         """Seconds until answers that went and were not stored may go again: 0 for
@@ -548,13 +551,14 @@ class FleetFrontier(Generic[T]):
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
+        back, self._back = self._back, []
         if self._pushes_lost:
             done = []
             for answer in answers:
                 answer.done = False
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
-        args.append(self.fleet.token)
+        args += (self.fleet.token, len(back))
         for push in pushes:
             args += push.args
         for report in sent:
@@ -571,20 +575,22 @@ class FleetFrontier(Generic[T]):
                 args.append("1" if last[answer.host] == index else "0")
         except Exception:
             # Nothing was sent: all of it waits again, its hosts as they were.
-            self._put_back(hosts, answers, pushes, sent, done)
+            self._put_back(hosts, answers, pushes, sent, done, back)
             raise
         args += done
+        args += back
         carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
+        carried.append(("give back", back))
         what = ", ".join(name for name, items in carried if items)
         what = f"claim{' with ' if what else ''}{what}" if claim else what
         lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
         reply = unpack_fields(self.fleet.call("claim", *args, what=what))
         self._pushes_lost = lost
-        if len(reply) != 5:
-            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 5")
-        now, forgotten, packed, results, arrivals = reply
+        if len(reply) != 6:
+            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 6")
+        now, forgotten, packed, results, arrivals, given = reply
         self.fleet.saw_time(now)
-        self._forgotten = int(forgotten)
+        self._forgotten, self._given = int(forgotten), int(given)
         numbers = unpack_fields(arrivals)
         at = 0
         for push in pushes:
@@ -617,6 +623,7 @@ class FleetFrontier(Generic[T]):
         pushes: list[_Push[T]],
         sent: list[tuple[str, str, str]],
         done: list[str],
+        back: list[str],
     ) -> None:
         """What a call that failed before its script ran carried, waiting again."""
         for host, data in hosts.items():
@@ -626,7 +633,7 @@ class FleetFrontier(Generic[T]):
             else:
                 self._hosts[host] = data
         self._answers[:0], self._pushes[:0] = answers, pushes
-        self._sent[:0], self._done[:0] = sent, done
+        self._sent[:0], self._done[:0], self._back[:0] = sent, done, back
 
     def _prepare(self, answer: _Answer) -> list[Any]:
         """Apply the answer to the host as this worker last saw it (an earlier
@@ -974,13 +981,21 @@ class FleetFrontier(Generic[T]):
 
     def give_back(self, leases: Iterable[str]) -> int:
         """Queue these requests again now: the worker stops without finishing them
-        (a shutdown's cancelled downloads). One round trip after what waits;
+        (a shutdown's cancelled downloads). One round trip, with what waits;
         returns how many."""
         ids = list(leases)
         if not ids:
             return 0
+        self.give_back_later(ids)
+        self._given = 0
         self.flush()
-        return int(self.fleet.call("give_back", *ids))
+        return self._given
+
+    def give_back_later(self, leases: Iterable[str]) -> None:
+        """:meth:`give_back`, with the next call (after its leases done, before its
+        claims: a claim in the same script may take them again, by the claim's
+        rule)."""
+        self._back.extend(leases)
 
     def controller(self, host: str) -> HostController | None:
         """The host's controller as this worker's latest reply about it showed it,

@@ -1,22 +1,25 @@
 -- ARGV: prefix, lease seconds, most expired leases to reap first, how many
 -- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
--- reports, feedbacks and done leases it carries, this worker's id, and those: each request as
+-- reports, feedbacks and done leases it carries, this worker's id, how many
+-- leases it gives back, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as the 14 values of store_feedback (common.lua)
--- and '1' if its reply should carry the host's log; each done lease as its id.
+-- and '1' if its reply should carry the host's log; each done lease as its id;
+-- each lease given back as its id (as give_back.lua).
 -- What a worker learnt since its last call goes with its next claim, in this
 -- order: the requests queued (before the leases of their parents go), the
 -- sends, the answers (a host whose feedback lost the race here, or was told to
 -- wait for another worker's turn, takes no later feedback of this call: each
 -- was computed on the one before), the leases
--- done; then the claims.
+-- done, the leases given back (their requests queued again, their places
+-- freed); then the claims.
 -- A claim takes the first request of a host that may start now (by its gap,
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
 -- Reply, packed (see pack, common.lua): now, leases forgotten, claims,
 -- feedbacks and the requests' arrival numbers (as push.lua's), the last three
--- packed too. Claims: each packed, as 1, lease id, host, member, started,
+-- packed too, and how many leases were given back. Claims: each packed, as 1, lease id, host, member, started,
 -- expires, version, state, tickets, reaped (the first claim's), log
 -- entries... (state '=' and tickets '' when this worker stored that version:
 -- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
@@ -30,8 +33,9 @@ local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
 local token = ARGV[9]
-local pushed = push_requests(10, n_push)
-local i = 10 + 7 * n_push
+local n_back = tonumber(ARGV[10])
+local pushed = push_requests(11, n_push)
+local i = 11 + 7 * n_push
 for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
@@ -79,9 +83,16 @@ end
 if forgotten > 0 then
   note_idle(now)
 end
+local given = 0
+for _ = 1, n_back do
+  if requeue(ARGV[i]) then
+    given = given + 1
+  end
+  i = i + 1
+end
 local wanted = tonumber(ARGV[4])
 if wanted < 1 then
-  return pack({fmt(now), forgotten, '', pack(results), pack(pushed)})
+  return pack({fmt(now), forgotten, '', pack(results), pack(pushed), given})
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
@@ -134,4 +145,4 @@ if #claims == 0 then
   claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
     call('ZCARD', P .. ':leases'), reaped})
 end
-return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed)})
+return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed), given})
