@@ -918,13 +918,17 @@ class FleetFrontier(Generic[T]):
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
     ) -> None:
-        """Change a host's controller outside a request (its robots.txt Crawl-delay)."""
+        """Change a host's controller outside a request (its robots.txt Crawl-delay).
+        Stored now, with what waits (one round trip); if it loses its race, with
+        the next call, before the host's later answers."""
 
         def event(controller: HostController, ticket: Ticket | None) -> None:
             change(controller)
 
         at = self.fleet.now() if now is None else now
-        self._answers.append(_Answer(host, "", event, at, lambda reaction: None))
+        # It asks for the host's turn at its first loss, as an answer told at once:
+        # the host's next start should keep to it.
+        self._answers.append(_Answer(host, "", event, at, lambda reaction: None, urgent=True))
         self.flush()
 
     def _event_time(
