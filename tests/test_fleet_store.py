@@ -181,18 +181,19 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     worker, other = frontier(gapped), frontier(gapped)
     worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("b", b"b2")])
     worker.push([Item("c", b"c1")])
-    first, second = claim_now(worker), claim_now(worker)
-    assert {first.host, second.host} == {"a", "b"}
-    stats = Fleet(server.url, "aimd:observer2").redis
+    stats = Fleet(server.url, "aimd:observer2").redis  # connected before the claims
 
     def evalsha_calls() -> int:
         return int(stats.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
+    first, second = claim_now(worker), claim_now(worker)
+    assert {first.host, second.host} == {"a", "b"}
     local = HostController(gapped)
     expected = local.finish(local.start(first.started), first.started + 0.01, 200, latency=0.01)
     told: list[object] = []
     before = (worker.counters.round_trips, evalsha_calls())
     worker.finish_later(first, status=200, latency=0.01, now=first.started + 0.01, then=told.append)
+    sent_at = worker.fleet.now()
     worker.sent_later(second)
     worker.done_later([first.lease])
     pushed: list[object] = []
@@ -212,8 +213,10 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     assert view is not None and view.in_flight == 0 and view.version == 1
     assert worker.status().leased == 2  # the first's lease went with its answer
     # The second's send was told: its host's next start counts from it, a gap
-    # on, and does not wait for two (as for a send no one told).
-    time.sleep(max(0.0, second.started + 0.3 - other.fleet.now()))
+    # on, and does not wait for two from its claim (as for a send no one told).
+    ready = max(second.started + 0.3, sent_at + 0.22)
+    assert ready < second.started + 0.4 - 0.02, "too slow to tell one gap from two"
+    time.sleep(max(0.0, ready - other.fleet.now()))
     later = [other.claim(), other.claim(), other.claim()]
     assert all(isinstance(c, Claim) for c in later), later
     assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
