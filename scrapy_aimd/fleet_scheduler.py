@@ -106,6 +106,9 @@ DONE_EVERY = 0.05
 #: next claim to carry them before they go alone (requests claimed together are
 #: handed out without a round trip, so some do wait that long).
 FLUSH_AFTER = 0.02
+#: Seconds a closing worker goes on sending answers that lose their race or wait
+#: for another worker's turn on their host (each turn lasts 50 ms at most).
+CLOSE_FLUSH = 1.0
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
 #: Most requests claimed in one round trip: as many as the downloader has room
@@ -235,8 +238,10 @@ class FleetScheduler:
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
-        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``).
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``), and
+        #: when (this worker's clock).
         self._flush_call: CallLaterResult | None = None
+        self._flush_due = math.inf
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
         self._failed = False
@@ -266,6 +271,7 @@ class FleetScheduler:
             config=self.configs.for_host,
             lease_time=self._lease_time,
             in_use=self.claims.__contains__,
+            again=self._flush_again,
         )
         for handler, signal in self._handlers():
             self.crawler.signals.connect(handler, signal=signal)
@@ -289,9 +295,6 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
-        if self._flush_call is not None:
-            self._flush_call.cancel()
-            self._flush_call = None
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -304,7 +307,12 @@ class FleetScheduler:
                 self._flush()
                 self._finish_done(force=True)
                 self._give_back_claimed()
-                self.frontier.flush()
+                if not self.frontier.flush_all(CLOSE_FLUSH):
+                    logger.warning(
+                        "Fleet at close: answers not stored within %.1fs (their leases "
+                        "expire and their requests are fetched again)",
+                        CLOSE_FLUSH,
+                    )
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
@@ -317,8 +325,12 @@ class FleetScheduler:
                         hosts.append((host, controller))
             except Exception as exc:
                 logger.error("Fleet at close: %s (leases come back when they expire)", exc)
+        if self._flush_call is not None:  # the steps above sent what it would have
+            self._flush_call.cancel()
+            self._flush_call = None
         if self.frontier is not None:
-            for name, value in self.frontier.counters.as_stats().items():
+            counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
+            for name, value in counted.items():
                 self.stats.set_value(name, value)
             self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
             by_host = self.frontier.feedbacks_by_host
@@ -506,7 +518,8 @@ class FleetScheduler:
             # robots.txt (its fetch is started). Sent later, after the rules came,
             # it would reach the host closer to the next start than the gap: back
             # to the queue, for a worker that knows the rules, or this one later.
-            self.frontier.give_back([claim.lease])
+            self.frontier.give_back_later([claim.lease])  # with the next call
+            self._flush_soon()
             self.stats.inc_value("aimd/fleet/robots_given_back")
             self.wake.arm(now + POLL, now)
             return None
@@ -525,11 +538,12 @@ class FleetScheduler:
 
     def _give_back_claimed(self) -> None:
         """Requests claimed with others that the engine did not ask for in time:
-        back to their queues (one round trip)."""
+        back to their queues, with the next call (``next_request`` claims at once)."""
         if self.claimed and self.frontier is not None:
             leases = [claim.lease for claim, _ in self.claimed]
             self.claimed.clear()
-            self.frontier.give_back(leases)
+            self.frontier.give_back_later(leases)
+            self._flush_soon()
             logger.debug("Gave back %d claimed requests the engine did not ask for", len(leases))
 
     def _give_back_held(self) -> None:
@@ -538,7 +552,9 @@ class FleetScheduler:
         claimed a gap ago or more: back to their queues, not out inside the pause
         or above the limit. (Redis holds a host with a gap until its claim's send
         is reported, two gaps at most: one sent later than a gap after its claim
-        would let another worker's start come closer to it than the gap.)"""
+        would let another worker's start come closer to it than the gap.) They go
+        with the next call: ``next_request``'s claim if none is left, else within
+        ``FLUSH_AFTER``."""
         assert self.frontier is not None
         now, back = self.fleet.now(), []
         over: dict[str, int] = {}
@@ -553,7 +569,8 @@ class FleetScheduler:
                 self.claimed.remove(entry)
                 back.append(entry[0].lease)
         if back:
-            self.frontier.give_back(back)
+            self.frontier.give_back_later(back)
+            self._flush_soon()
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
@@ -629,17 +646,30 @@ class FleetScheduler:
         back = [self.claims.pop(r).lease for r in done if self.flights.cancelled(r)]
         finished = [self.claims.pop(r).lease for r in done if r in self.claims]
         if back:
-            self.frontier.give_back(back)
+            self.frontier.give_back_later(back)
         self.frontier.done_later(finished)  # with the next claim
         self._flush_soon()
         for request in done:
             self.flights.settle(request)
 
-    def _flush_soon(self) -> None:
-        """What waits for the next claim goes alone after ``FLUSH_AFTER`` if no
-        claim took it: other workers see each answer soon, whatever this one does."""
-        if self._flush_call is None:
-            self._flush_call = call_later(FLUSH_AFTER, self._flush_waiting)
+    def _flush_soon(self, delay: float = FLUSH_AFTER) -> None:
+        """What waits for the next claim goes alone after ``delay`` if no claim took
+        it: other workers see each answer soon, whatever this one does."""
+        due = self.clock() + delay
+        if self._flush_call is not None:
+            if self._flush_due <= due:
+                return
+            self._flush_call.cancel()
+        self._flush_due = due
+        self._flush_call = call_later(delay, self._flush_waiting)
+
+    def _flush_again(self) -> None:
+        """Answers that went and were not stored (a lost race, another worker's turn
+        on their host) go again as soon as they may: in a reactor turn of their
+        own, one round trip, never in a loop inside this one."""
+        retry = None if self.frontier is None else self.frontier.retry_in()
+        if retry is not None:
+            self._flush_soon(retry)
 
     def _flush_waiting(self) -> None:
         self._flush_call = None
@@ -649,6 +679,10 @@ class FleetScheduler:
             self.frontier.flush()
         except Exception as exc:
             self._stop(exc, "feedback")
+            return
+        if self.frontier.waiting:  # answers that wait for a turn, or came meanwhile
+            retry = self.frontier.retry_in()
+            self._flush_soon(FLUSH_AFTER if retry is None else retry)
 
     def _fleet_status(self) -> FleetStatus | None:
         now = self.clock()

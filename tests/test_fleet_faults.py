@@ -142,6 +142,21 @@ def test_a_corrupt_key_gives_an_error_naming_it(
         fleet.claim()
 
 
+def test_a_corrupt_turn_gives_an_error_naming_the_key(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """A host's turn (its holder and end, read by every feedback) that is not a
+    number stops the feedback with an error that names the key, untouched."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    raw.hset(f"{prefix}:h:h", mapping={"tw": "someone", "tu": "soon"})
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h .*field tu is not a number"):
+        fleet.finish(claim, status=200, latency=0.01)
+    assert raw.hget(f"{prefix}:h:h", "tu") == b"soon"
+
+
 def test_a_corrupt_host_state_gives_an_error_naming_the_key(
     server: RedisServer, raw: redis.Redis, prefix: str
 ) -> None:

@@ -181,18 +181,19 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     worker, other = frontier(gapped), frontier(gapped)
     worker.push([Item("a", b"a1"), Item("a", b"a2"), Item("b", b"b1"), Item("b", b"b2")])
     worker.push([Item("c", b"c1")])
-    first, second = claim_now(worker), claim_now(worker)
-    assert {first.host, second.host} == {"a", "b"}
-    stats = Fleet(server.url, "aimd:observer2").redis
+    stats = Fleet(server.url, "aimd:observer2").redis  # connected before the claims
 
     def evalsha_calls() -> int:
         return int(stats.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
+    first, second = claim_now(worker), claim_now(worker)
+    assert {first.host, second.host} == {"a", "b"}
     local = HostController(gapped)
     expected = local.finish(local.start(first.started), first.started + 0.01, 200, latency=0.01)
     told: list[object] = []
     before = (worker.counters.round_trips, evalsha_calls())
     worker.finish_later(first, status=200, latency=0.01, now=first.started + 0.01, then=told.append)
+    sent_at = worker.fleet.now()
     worker.sent_later(second)
     worker.done_later([first.lease])
     pushed: list[object] = []
@@ -212,8 +213,10 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     assert view is not None and view.in_flight == 0 and view.version == 1
     assert worker.status().leased == 2  # the first's lease went with its answer
     # The second's send was told: its host's next start counts from it, a gap
-    # on, and does not wait for two (as for a send no one told).
-    time.sleep(max(0.0, second.started + 0.3 - other.fleet.now()))
+    # on, and does not wait for two from its claim (as for a send no one told).
+    ready = max(second.started + 0.3, sent_at + 0.22)
+    assert ready < second.started + 0.4 - 0.02, "too slow to tell one gap from two"
+    time.sleep(max(0.0, ready - other.fleet.now()))
     later = [other.claim(), other.claim(), other.claim()]
     assert all(isinstance(c, Claim) for c in later), later
     assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
@@ -243,9 +246,9 @@ def test_answers_of_a_host_carried_together_lose_their_race_together(
     frontier: Frontiers, raw: redis.Redis, prefix: str
 ) -> None:
     """Two answers of a host carried by one call are computed one on the other:
-    when the first loses its race, the script takes neither, and both are stored
-    again in order on the newer state; the lease done with the second is not
-    taken for a request dropped before its download."""
+    when the first loses its race, the script takes neither, and both wait for
+    the next call, to be stored in order on the newer state; the lease done with
+    the second is not taken for a request dropped before its download."""
     fixed = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=3)
     a, b = frontier(fixed), frontier(fixed)
     a.push([Item("h", b"%d" % n) for n in range(3)])
@@ -258,7 +261,12 @@ def test_answers_of_a_host_carried_together_lose_their_race_together(
     before = a.counters.round_trips
     a.flush()
     assert a.counters.conflicts == 2
-    assert a.counters.round_trips == before + 3  # the call, then each again alone
+    assert a.counters.round_trips == before + 1  # never again in the same call
+    assert told == [] and a.waiting
+    assert a.retry_in() == 0.0  # they may go at once
+    a.flush()
+    assert a.counters.round_trips == before + 2  # both again, in one call
+    assert not a.waiting
     assert len(told) == 2 and all(t is not None for t in told)
     view = a.host("h")
     assert view is not None
@@ -284,9 +292,14 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     claim_a, claim_b = claim_now(a), claim_now(b)
     b.finish(claim_b, status=200, latency=0.001, done=True)  # moves the version
     before = a.counters.round_trips
-    a.finish(claim_a, status=503, latency=0.001, done=True)  # a holds an older version
+    told = a.finish(claim_a, status=503, latency=0.001, done=True)  # an older version
     assert a.counters.conflicts == 1
-    assert a.counters.round_trips == before + 2
+    assert a.counters.round_trips == before + 1  # told now, stored with the next call
+    assert a.waiting and a.contention.turns == 1  # its loss gave it the host's turn
+    a.flush()
+    assert a.counters.round_trips == before + 2 and not a.waiting
+    assert told is not None and told.decreased
+    assert (a.contention.told_early, a.contention.told_changed) == (1, 0)
     view = a.host("h")
     assert view is not None
     assert view.version == version + 2
@@ -477,7 +490,8 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     survivor.finish(back, status=200, latency=0.001, done=True)
     # The dead worker's late feedback changes nothing of the lease that came back.
     dead.finish(claim, status=200, latency=0.001, done=True)
-    assert dead.counters.late_feedback == 1
+    dead.flush()  # it lost its race to the survivor's answer: it goes again
+    assert dead.counters.late_feedback == 1 and not dead.waiting
     last = claim_now(survivor)
     assert last.item == b"next"
     view = survivor.host("h")
@@ -545,7 +559,8 @@ def test_a_stale_workers_late_answer_and_send_leave_the_new_lease(frontier: Fron
     stale, old, live, new = stale_and_live(frontier, answered=False)
     stale.sent_later(old)
     stale.fail(old, timeout=False, done=True)
-    assert stale.counters.late_feedback == 1
+    stale.flush()  # it lost its race to B's claim: it goes again
+    assert stale.counters.late_feedback == 1 and not stale.waiting
     assert live.host("h").in_flight == 1  # type: ignore[union-attr]
     assert live.status().leased == 1
     reaction = live.finish(new, status=429, latency=0.001, done=True)
@@ -806,6 +821,28 @@ def test_a_stopping_worker_gives_its_leases_back_at_once(frontier: Frontiers) ->
     kept = other.controller("h")
     assert kept is not None
     assert kept.in_flight == 1
+
+
+def test_leases_given_back_go_with_the_next_claim(frontier: Frontiers) -> None:
+    """Requests given back with the next call (claimed with others and not handed
+    out) cost no round trip of their own: the claim that carries them frees their
+    places first, and may take them again by the claim's rule."""
+    worker = frontier(ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=2))
+    worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])
+    claims = worker.claim_many(3)
+    assert isinstance(claims, list) and len(claims) == 3
+    assert isinstance(worker.claim(), Wait)  # h at its limit, g emptied
+    back = [c for c in claims if c.host == "h"]
+    worker.give_back_later([c.lease for c in back])
+    assert worker.waiting
+    before = worker.counters.round_trips
+    again = worker.claim_many(3)
+    assert worker.counters.round_trips == before + 1
+    assert isinstance(again, list)
+    assert sorted(c.item for c in again) == [b"1", b"2"]
+    assert {c.lease for c in again}.isdisjoint(c.lease for c in back)  # new leases
+    assert worker.host("h").in_flight == 2  # type: ignore[union-attr]
+    assert worker.status().queued == 0
 
 
 def test_scripts_are_packed_as_redis_py_packs_them() -> None:

@@ -2,8 +2,9 @@
 each host's controller state, and leases of claimed requests.
 
 Every method is one round trip (a Lua script), synchronous, as Scrapy's
-``enqueue_request`` and ``next_request`` are; a feedback that lost a race
-with another worker's takes one more per retry.
+``enqueue_request`` and ``next_request`` are, and none loops on Redis: an
+answer that lost its race with another worker's waits, in order with its
+host's later answers, for the next call (see :class:`Contention`).
 
 - :meth:`FleetFrontier.push`: queue requests, each checked against the shared
   seen set in the same step.
@@ -33,8 +34,9 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
@@ -55,6 +57,7 @@ from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
     "Claim",
+    "Contention",
     "FleetFrontier",
     "FleetStatus",
     "HostView",
@@ -75,8 +78,13 @@ LEASE_MARGIN: Final = 30.0
 MIN_MARGIN: Final = 5.0
 #: Expired leases a claim puts back first (the rest: the next claims, or reap()).
 REAP_PER_CLAIM: Final = 16
-#: Attempts of a feedback whose host state other workers keep moving.
-MAX_ATTEMPTS: Final = 50
+#: Losses in a row after which an answer's worker asks for its host's turn (an
+#: answer whose reaction is told at once asks at its first: see ``finish``).
+TURN_AFTER: Final = 2
+#: Seconds a host's turn holds, on Redis's clock: the holder's next call (a
+#: reactor turn or two away) comes well within it, and a killed holder's ends
+#: that fast.
+TURN_TIME: Final = 0.05
 #: Requests per push script, so that one script never holds Redis for long.
 PUSH_BATCH: Final = 500
 #: Requests a worker keeps of those it pushed, to hand out as they are when it
@@ -172,10 +180,45 @@ class _Answer:
     at: float
     then: Callable[[Reaction | None], None]
     done: bool = False
-    #: Filled when it goes: when it was applied (after the log it knew of), and
-    #: the result that was sent.
-    applied_at: float = 0.0
+    #: Its reaction is told at once (``finish``, ``fail``): it asks for its
+    #: host's turn at its first loss, so that the reaction told is the one stored.
+    urgent: bool = False
+    #: Times it went and was not stored (a lost race, another worker's turn).
+    losses: int = 0
+    #: The reaction told before it was stored (``told``), to compare.
+    told: bool = False
+    early: Reaction | None = None
+    #: Filled when it goes: when it is applied (after the log it knew of; kept
+    #: when it goes again), and the result that was sent.
+    applied_at: float | None = None
     result: Applied | None = None
+
+
+@dataclass
+class Contention:
+    """What contention for hosts' states did to this worker's answers, for the
+    ``aimd/fleet/*`` stats. An answer that loses its race (another worker's
+    answer or claim moved the host first: ``conflicts``) is never retried in a
+    loop: it waits, before its host's later answers, and goes with the next call,
+    applied to the host as the loss showed it. One that lost :data:`TURN_AFTER`
+    times in a row asks for the host's turn: granted with its next loss if no
+    other worker holds it, it keeps every other worker's feedback of the host
+    waiting (``turn_waits``) for :data:`TURN_TIME` at most, or until it stores."""
+
+    turns: int = 0
+    """Turns of a host granted to this worker."""
+    turn_waits: int = 0
+    """Calls whose answers of a host were told to wait for another worker's turn."""
+    most_losses: int = 0
+    """The most times one answer went before it was stored."""
+    told_early: int = 0
+    """Answers whose reaction was told before they were stored (one that lost its
+    race at once: computed on the host as the loss showed it, in the turn)."""
+    told_changed: int = 0
+    """Of those, stored with another reaction (the turn ended before the next call)."""
+
+    def as_stats(self) -> dict[str, int]:
+        return {f"aimd/fleet/{name}": value for name, value in asdict(self).items()}
 
 
 class _Push(Generic[T]):
@@ -248,11 +291,14 @@ class FleetFrontier(Generic[T]):
         lease_time: float,
         seen: FleetSeenSet | None = None,
         in_use: Callable[[T], bool] | None = None,
+        again: Callable[[], None] | None = None,
     ) -> None:
         """``lease_time``: seconds a claim holds (the download timeout plus a margin).
         ``in_use``: whether the caller still has an item out (claimed, not done):
         one pushed again meanwhile is decoded afresh when claimed, never handed
-        out as the same object twice."""
+        out as the same object twice. ``again``: told when answers that were not
+        stored wait (see :meth:`retry_in`), for the caller to call :meth:`flush`
+        then if no claim comes first."""
         if not math.isfinite(lease_time) or lease_time <= 0:
             raise ValueError(f"lease_time={lease_time!r}: expected a finite number > 0")
         self.fleet = fleet
@@ -285,6 +331,9 @@ class FleetFrontier(Generic[T]):
         self._pushes: list[_Push[T]] = []
         self._sent: list[tuple[str, str, str]] = []
         self._done: list[str] = []
+        #: Leases to give back with the next call, and how many the latest gave back.
+        self._back: list[str] = []
+        self._given = 0
         #: Leases the latest call forgot of those it carried as done.
         self._forgotten = 0
         #: A call failed that carried requests to queue (the script may not have
@@ -296,6 +345,11 @@ class FleetFrontier(Generic[T]):
         self._own: dict[str, T] = {}
         self._own_ids: set[int] = set()
         self._in_use = in_use
+        self._again = again
+        self.contention = Contention()
+        #: Hosts whose answers wait for another worker's turn: until when (the
+        #: fleet's clock).
+        self._turns: dict[str, float] = {}
 
     # -- queue -------------------------------------------------------------------------
 
@@ -393,14 +447,13 @@ class FleetFrontier(Generic[T]):
         """Up to ``count`` requests, each as :meth:`claim` would take them one after
         the other, in one round trip; or when one may start, if none may now."""
         while True:
-            records, retries = self._exchange(claim=max(1, count))
+            records = self._exchange(claim=max(1, count))
             if not records:
                 raise FleetStoreError("a claim's reply has neither a claim nor a wait")
             first = unpack_fields(records[0])
             if first[0] == b"0":
                 self.counters.claim_misses += 1
                 self.counters.reaped += int(first[5])
-                self._store_again(retries)
                 return Wait(
                     ready_at=float(first[1]),
                     now=self.fleet.saw_time(first[2]),
@@ -411,7 +464,6 @@ class FleetFrontier(Generic[T]):
             for record in records:
                 reply = unpack_fields(record)
                 claimed.append((reply[3], *self._claimed(reply)))
-            self._store_again(retries)
             claims: list[Claim[T]] = []
             for member, lease_id, host, started, expires in claimed:
                 try:
@@ -433,77 +485,136 @@ class FleetFrontier(Generic[T]):
 
     def flush(self) -> None:
         """Send what waits for the next claim now, without claiming (one round trip;
-        none if nothing waits)."""
-        if self.waiting:
-            _, retries = self._exchange(claim=0)
-            self._store_again(retries)
+        none if nothing waits, or only answers of hosts in another worker's turn).
+        Answers that are not stored wait again (see :class:`Contention`)."""
+        if self._pushes or self._sent or self._done or self._back or self._ready_answers():
+            self._exchange(claim=0)
 
     @property
     def waiting(self) -> bool:
         """Requests to queue, answers, sends or leases done wait for the next call."""
-        return bool(self._pushes or self._answers or self._sent or self._done)
+        return bool(self._pushes or self._answers or self._sent or self._done or self._back)
 
-    def _exchange(self, *, claim: int) -> tuple[list[bytes], list[_Answer]]:
+    def retry_in(self) -> float | None:
+        """Seconds until answers that went and were not stored may go again: 0 for
+        one that lost its race, the rest of the turn for a host in another
+        worker's (its later answers wait with it); None if none waits."""
+        now, soonest = self.fleet.now(), math.inf
+        for answer in self._answers:
+            until = self._turns.get(answer.host)
+            if until is not None:
+                soonest = min(soonest, max(0.0, until - now))
+            elif answer.losses:
+                soonest = 0.0
+        return None if soonest == math.inf else soonest
+
+    def flush_all(self, timeout: float) -> bool:
+        """:meth:`flush` until nothing waits, for a worker that stops: answers that
+        lose their race or wait for another worker's turn go again (each turn
+        lasts :data:`TURN_TIME` at most), for ``timeout`` seconds at most. True if
+        nothing waits any more."""
+        deadline = time.monotonic() + timeout
+        while self.waiting:
+            self.flush()
+            delay = self.retry_in()
+            if not self.waiting or time.monotonic() + (delay or 0.0) > deadline:
+                break
+            if delay:
+                time.sleep(delay)
+        return not self.waiting
+
+    def _ready_answers(self) -> bool:
+        now = self.fleet.now()
+        return any(self._turns.get(answer.host, now) <= now for answer in self._answers)
+
+    def _answers_to_send(self) -> list[_Answer]:
+        """The waiting answers to carry now, in order; those of a host in another
+        worker's turn stay, in order, until it ends (they would only be told to
+        wait again)."""
+        if self._turns:
+            now = self.fleet.now()
+            for host, until in list(self._turns.items()):
+                if until <= now:
+                    del self._turns[host]
+        if not self._turns:
+            answers, self._answers = self._answers, []
+            return answers
+        answers = [a for a in self._answers if a.host not in self._turns]
+        self._answers = [a for a in self._answers if a.host in self._turns]
+        return answers
+
+    def _exchange(self, *, claim: int) -> list[bytes]:
         """One claim script: what waits, then up to ``claim`` claims. Returns the
         claims' records (packed; one wait record if none could be made, none
-        without a claim) and the answers that lost a race, to be stored again
-        once the claims' records are read."""
-        answers, self._answers = self._answers, []
+        without a claim). Answers not stored wait again, first."""
+        answers = self._answers_to_send()
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
+        back, self._back = self._back, []
         if self._pushes_lost:
             done = []
             for answer in answers:
                 answer.done = False
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
-        args.append(self.fleet.token)
+        args += (self.fleet.token, len(back))
         for push in pushes:
             args += push.args
         for report in sent:
             args += report
         last = {answer.host: index for index, answer in enumerate(answers)}
         hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
+        # A host's first answer of the call is the one the script tries: it asks for
+        # the turn for all of them (each is computed on the one before).
+        asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
         try:
             for index, answer in enumerate(answers):
                 args += self._prepare(answer)
+                args.append(repr(TURN_TIME) if answer.host in asks else "")
                 args.append("1" if last[answer.host] == index else "0")
         except Exception:
             # Nothing was sent: all of it waits again, its hosts as they were.
-            self._put_back(hosts, answers, pushes, sent, done)
+            self._put_back(hosts, answers, pushes, sent, done, back)
             raise
         args += done
+        args += back
         carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
+        carried.append(("give back", back))
         what = ", ".join(name for name, items in carried if items)
         what = f"claim{' with ' if what else ''}{what}" if claim else what
         lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
         reply = unpack_fields(self.fleet.call("claim", *args, what=what))
         self._pushes_lost = lost
-        if len(reply) != 5:
-            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 5")
-        now, forgotten, packed, results, arrivals = reply
+        if len(reply) != 6:
+            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 6")
+        now, forgotten, packed, results, arrivals, given = reply
         self.fleet.saw_time(now)
-        self._forgotten = int(forgotten)
+        self._forgotten, self._given = int(forgotten), int(given)
         numbers = unpack_fields(arrivals)
         at = 0
         for push in pushes:
             push.took(numbers[at : at + len(push.places)])
             at += len(push.places)
-        retries = []
+        retries: list[_Answer] = []
         fields = unpack_fields(results)
         at = 0
         for index, answer in enumerate(answers):
-            ok, version, third, tickets, count = fields[at : at + 5]
-            log = fields[at + 5 : at + 5 + int(count)]
-            at += 5 + int(count)
+            ok, version, third, tickets, turn, count = fields[at : at + 6]
+            log = fields[at + 6 : at + 6 + int(count)]
+            at += 6 + int(count)
             if ok == b"1":
                 kept = log if last[answer.host] == index else None
                 self._stored(answer, int(float(version)), third == b"1", kept)
             else:
-                self._lost_race(answer, [ok, version, third, tickets, *log])
+                first = not any(a.host == answer.host for a in retries)
+                self._not_stored(answer, ok, turn, first, [version, third, tickets, *log])
                 retries.append(answer)
-        return unpack_fields(packed), retries
+        if retries:
+            self._answers[:0] = retries
+            if self._again is not None:
+                self._again()
+        return unpack_fields(packed)
 
     def _put_back(
         self,
@@ -512,6 +623,7 @@ class FleetFrontier(Generic[T]):
         pushes: list[_Push[T]],
         sent: list[tuple[str, str, str]],
         done: list[str],
+        back: list[str],
     ) -> None:
         """What a call that failed before its script ran carried, waiting again."""
         for host, data in hosts.items():
@@ -521,29 +633,17 @@ class FleetFrontier(Generic[T]):
             else:
                 self._hosts[host] = data
         self._answers[:0], self._pushes[:0] = answers, pushes
-        self._sent[:0], self._done[:0] = sent, done
+        self._sent[:0], self._done[:0], self._back[:0] = sent, done, back
 
     def _prepare(self, answer: _Answer) -> list[Any]:
         """Apply the answer to the host as this worker last saw it (an earlier
         answer of the same call included), the feedback's arguments as sent."""
         host = answer.host
-        self.counters.feedbacks += 1
-        self.feedbacks_by_host.setdefault(host, [0, 0])[0] += 1
+        if not answer.losses:
+            self.counters.feedbacks += 1
+            self.feedbacks_by_host.setdefault(host, [0, 0])[0] += 1
         data = self._hosts.get(host) or HostData()
-        at = answer.at
-        if data.log:
-            # Never before what this worker already knew had happened at the host
-            # (its own claims, as in a single process, where a start made before
-            # an answer was handled comes first): the host's controller in hand
-            # has those entries replayed, and goes on without a restore.
-            try:
-                at = max(at, parse_entry(data.log[-1])[2])
-            except ValueError as exc:
-                log_key = self.fleet.key(f"e:{host}")
-                raise FleetStoreError(
-                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
-                ) from exc
-        answer.applied_at = at
+        self._handle(answer, data)
         result = self._apply(answer, data)
         # The next answer of the same host in this call goes on from this one (the
         # script takes none after one that lost its race).
@@ -554,16 +654,49 @@ class FleetFrontier(Generic[T]):
         self._replicas[host] = result.replica
         return self._feedback_args(answer, data, result)
 
+    def _handle(self, answer: _Answer, data: HostData) -> None:
+        """When the answer is applied, set the first time it goes (or is told):
+        never before what this worker already knew had happened at the host (its
+        own claims, as in a single process, where a start made before an answer
+        was handled comes first: the host's controller in hand has those entries
+        replayed, and goes on without a restore). An answer that goes again keeps
+        it: what the host did since comes after it, as it would have had it won."""
+        if answer.applied_at is not None:
+            return
+        at = answer.at
+        if data.log:
+            try:
+                at = max(at, parse_entry(data.log[-1])[2])
+            except ValueError as exc:
+                log_key = self.fleet.key(f"e:{answer.host}")
+                raise FleetStoreError(
+                    f"Redis key {log_key} holds a log that cannot be read: {exc}"
+                ) from exc
+        answer.applied_at = at
+
+    def _told_now(self, answer: _Answer) -> Reaction | None:
+        """The reaction of an answer that its caller needs now but that was not
+        stored (it lost its race, or waits for another worker's turn): the answer
+        applied to the host as this worker now knows it, the state the answer
+        goes on with (with the turn granted by its loss, the state it is stored
+        on). It is stored with a later call."""
+        data = self._hosts.get(answer.host) or HostData()
+        self._handle(answer, data)
+        result = self._apply(answer, data)
+        answer.told, answer.early = True, result.reaction
+        self.contention.told_early += 1
+        return result.reaction
+
     def _apply(self, answer: _Answer, data: HostData) -> Applied:
         host = answer.host
         cfg = self._cfg(host)[0]
         # The replica is taken: the event moves it on, and it is kept again only
         # once its state is stored.
         replica = self._replicas.pop(host, None)
+        at = answer.applied_at
+        assert at is not None
         try:
-            result = apply(
-                cfg, data, answer.event, lease=answer.lease, at=answer.applied_at, replica=replica
-            )
+            result = apply(cfg, data, answer.event, lease=answer.lease, at=at, replica=replica)
         except ValueError as exc:
             key = self.fleet.key(f"h:{host}")
             raise FleetStoreError(
@@ -599,44 +732,35 @@ class FleetFrontier(Generic[T]):
         self.stray_starts += result.stray
         if answer.lease and not released:
             self.counters.late_feedback += 1
+        if answer.told:
+            self.contention.told_changed += result.reaction != answer.early
+            return
         answer.then(result.reaction)
 
-    def _lost_race(self, answer: _Answer, reply: list[Any]) -> None:
-        """Another worker's feedback or claim came first: the host as it is now."""
-        self.counters.conflicts += 1
-        self.feedbacks_by_host[answer.host][1] += 1
-        self._replicas.pop(answer.host, None)
-        version, state, tickets = reply[1:4]
-        self._hosts[answer.host] = HostData(
-            int(float(version)), state, tickets, [e.decode() for e in reply[4:]]
-        )
-
-    def _store_again(self, answers: list[_Answer]) -> None:
-        """Answers that lost a race, applied again to the host as it is now until
-        stored: one round trip each time."""
-        for answer in answers:
-            self._store_alone(answer)
-
-    def _store_alone(self, answer: _Answer) -> None:
-        key = self.fleet.key(f"h:{answer.host}")
-        for _ in range(MAX_ATTEMPTS):
-            data = self._hosts.get(answer.host) or HostData()
-            result = self._apply(answer, data)
-            args = self._feedback_args(answer, data, result)
-            reply = self.fleet.call("feedback", *args, self.fleet.token)
-            self.fleet.saw_time(reply[3])
-            if reply[0] == 1:
-                version = int(float(reply[1]))
-                self._hosts[answer.host] = HostData(
-                    version, result.state, result.tickets, [e.decode() for e in reply[4:]]
-                )
-                result.replica.stored(version, result.state, result.tickets)
-                self._replicas[answer.host] = result.replica
-                self._stored(answer, version, bool(reply[2]), None)
-                return
-            self._lost_race(answer, [reply[0], reply[1], reply[2], reply[4], *reply[5:]])
-        raise FleetStoreError(
-            f"Redis key {key}: its state moved under {MAX_ATTEMPTS} feedbacks in a row"
+    def _not_stored(
+        self, answer: _Answer, status: bytes, turn: bytes, first: bool, reply: list[bytes]
+    ) -> None:
+        """The answer was not stored: it lost its race (status 0: another worker's
+        feedback or claim came first; ``turn``, the end of the host's turn if this
+        one was granted it), or another worker holds the host's turn (2, until
+        ``turn``). ``first``: the host's first answer of the call (the others of
+        the host were not tried). Kept: the host as it is now."""
+        host = answer.host
+        answer.losses += 1
+        contention = self.contention
+        contention.most_losses = max(contention.most_losses, answer.losses)
+        if status == b"2":
+            self._turns[host] = float(turn)
+            contention.turn_waits += first
+        else:
+            self.counters.conflicts += 1
+            self.feedbacks_by_host[host][1] += 1
+            self._turns.pop(host, None)
+            contention.turns += first and bool(turn)
+        self._replicas.pop(host, None)
+        version, state, tickets = reply[:3]
+        self._hosts[host] = HostData(
+            int(float(version)), state, tickets, [e.decode() for e in reply[3:]]
         )
 
     def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
@@ -714,7 +838,8 @@ class FleetFrontier(Generic[T]):
         ``done``). None if the host's controller did not know the request.
         ``page`` is False for an answer that is not one of the host's pages
         (robots.txt), as ``HostController.finish`` takes it. Stored now, with
-        whatever waited for the next call: one round trip."""
+        whatever waited for the next call: one round trip (if it loses its race,
+        it goes again with the next call: see :meth:`_store_now`)."""
         got: list[Reaction | None] = []
         self.finish_later(
             claim,
@@ -726,8 +851,7 @@ class FleetFrontier(Generic[T]):
             page=page,
             then=got.append,
         )
-        self.flush()
-        return got[0]
+        return self._store_now(got)
 
     def finish_later(
         self,
@@ -762,8 +886,17 @@ class FleetFrontier(Generic[T]):
         Stored now, with whatever waited for the next call: one round trip."""
         got: list[Reaction | None] = []
         self.fail_later(claim, timeout=timeout, now=now, done=done, then=got.append)
+        return self._store_now(got)
+
+    def _store_now(self, got: list[Reaction | None]) -> Reaction | None:
+        """The answer just added, stored now with what waits (one round trip), its
+        reaction in ``got``. One that lost its race asks for its host's turn with
+        the loss, and goes again with the next call; its reaction is told now, on
+        the host as the loss showed it (see :meth:`_told_now`)."""
+        answer = self._answers[-1]
+        answer.urgent = True
         self.flush()
-        return got[0]
+        return got[0] if got else self._told_now(answer)
 
     def fail_later(
         self,
@@ -785,13 +918,17 @@ class FleetFrontier(Generic[T]):
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
     ) -> None:
-        """Change a host's controller outside a request (its robots.txt Crawl-delay)."""
+        """Change a host's controller outside a request (its robots.txt Crawl-delay).
+        Stored now, with what waits (one round trip); if it loses its race, with
+        the next call, before the host's later answers."""
 
         def event(controller: HostController, ticket: Ticket | None) -> None:
             change(controller)
 
         at = self.fleet.now() if now is None else now
-        self._answers.append(_Answer(host, "", event, at, lambda reaction: None))
+        # It asks for the host's turn at its first loss, as an answer told at once:
+        # the host's next start should keep to it.
+        self._answers.append(_Answer(host, "", event, at, lambda reaction: None, urgent=True))
         self.flush()
 
     def _event_time(
@@ -848,13 +985,21 @@ class FleetFrontier(Generic[T]):
 
     def give_back(self, leases: Iterable[str]) -> int:
         """Queue these requests again now: the worker stops without finishing them
-        (a shutdown's cancelled downloads). One round trip after what waits;
+        (a shutdown's cancelled downloads). One round trip, with what waits;
         returns how many."""
         ids = list(leases)
         if not ids:
             return 0
+        self.give_back_later(ids)
+        self._given = 0
         self.flush()
-        return int(self.fleet.call("give_back", *ids))
+        return self._given
+
+    def give_back_later(self, leases: Iterable[str]) -> None:
+        """:meth:`give_back`, with the next call (after its leases done, before its
+        claims: a claim in the same script may take them again, by the claim's
+        rule)."""
+        self._back.extend(leases)
 
     def controller(self, host: str) -> HostController | None:
         """The host's controller as this worker's latest reply about it showed it,

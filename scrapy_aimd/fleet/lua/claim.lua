@@ -1,34 +1,41 @@
 -- ARGV: prefix, lease seconds, most expired leases to reap first, how many
 -- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
--- reports, feedbacks and done leases it carries, this worker's id, and those: each request as
+-- reports, feedbacks and done leases it carries, this worker's id, how many
+-- leases it gives back, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
--- (as sent.lua); each feedback as the 13 values of store_feedback (common.lua)
--- and '1' if its reply should carry the host's log; each done lease as its id.
+-- (as sent.lua); each feedback as the 14 values of store_feedback (common.lua)
+-- and '1' if its reply should carry the host's log; each done lease as its id;
+-- each lease given back as its id (as give_back.lua).
 -- What a worker learnt since its last call goes with its next claim, in this
 -- order: the requests queued (before the leases of their parents go), the
--- sends, the answers (a host whose feedback lost the race here takes no later
--- feedback of this call: each was computed on the one before), the leases
--- done; then the claims.
+-- sends, the answers (a host whose feedback lost the race here, or was told to
+-- wait for another worker's turn, takes no later feedback of this call: each
+-- was computed on the one before), the leases
+-- done, the leases given back (their requests queued again, their places
+-- freed); then the claims.
 -- A claim takes the first request of a host that may start now (by its gap,
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
 -- Reply, packed (see pack, common.lua): now, leases forgotten, claims,
 -- feedbacks and the requests' arrival numbers (as push.lua's), the last three
--- packed too. Claims: each packed, as 1, lease id, host, member, started,
+-- packed too, and how many leases were given back. Claims: each packed, as 1, lease id, host, member, started,
 -- expires, version, state, tickets, reaped (the first claim's), log
 -- entries... (state '=' and tickets '' when this worker stored that version:
 -- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
 -- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
--- new version, released, '', then how many log entries and those (the log if
--- asked: else 0), or 0, version, state, tickets, the count and the log.
+-- new version, released, '', '', then how many log entries and those (the log
+-- if asked: else 0); or 0 (lost) or 2 (another worker's turn), version, state,
+-- tickets, the turn's end (for 0: the turn granted to this worker, '' for
+-- none), the count and the log.
 check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
 local token = ARGV[9]
-local pushed = push_requests(10, n_push)
-local i = 10 + 7 * n_push
+local n_back = tonumber(ARGV[10])
+local pushed = push_requests(11, n_push)
+local i = 11 + 7 * n_push
 for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
@@ -47,22 +54,26 @@ local function add_result(values, host, with_log)
 end
 for _ = 1, n_feedback do
   local f = {}
-  for j = i, i + 12 do
+  for j = i, i + 13 do
     f[#f + 1] = ARGV[j]
   end
   local host = f[1]
-  local ok, version, third, tickets = false, nil, nil, nil
-  if not lost[host] then
-    ok, version, third, tickets = store_feedback(f, now, token)
-  end
-  if ok then
-    add_result({1, version, third, ''}, host, ARGV[i + 13] == '1')
-  else
-    lost[host] = true
+  local status, version, third, tickets, turn
+  local first = lost[host]
+  if first then
+    -- Computed on the one before, which was not stored: told as it was.
     local h = call('HMGET', host_key(host), 'v', 'st', 'tk')
-    add_result({0, h[1] or '0', h[2] or '', h[3] or ''}, host, true)
+    status, version, third, tickets, turn = first[1], h[1] or '0', h[2] or '', h[3] or '', first[2]
+  else
+    status, version, third, tickets, turn = store_feedback(f, now, token)
   end
-  i = i + 14
+  if status == 1 then
+    add_result({1, version, third, '', ''}, host, ARGV[i + 14] == '1')
+  else
+    lost[host] = first or {status, turn}
+    add_result({status, version, third, tickets, turn}, host, true)
+  end
+  i = i + 15
 end
 local forgotten = 0
 for _ = 1, n_done do
@@ -72,9 +83,16 @@ end
 if forgotten > 0 then
   note_idle(now)
 end
+local given = 0
+for _ = 1, n_back do
+  if requeue(ARGV[i]) then
+    given = given + 1
+  end
+  i = i + 1
+end
 local wanted = tonumber(ARGV[4])
 if wanted < 1 then
-  return pack({fmt(now), forgotten, '', pack(results), pack(pushed)})
+  return pack({fmt(now), forgotten, '', pack(results), pack(pushed), given})
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
@@ -127,4 +145,4 @@ if #claims == 0 then
   claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
     call('ZCARD', P .. ':leases'), reaped})
 end
-return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed)})
+return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed), given})

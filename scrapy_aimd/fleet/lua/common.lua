@@ -258,16 +258,31 @@ end
 -- the same step. f: a table of host, expected version, state, gap, limit,
 -- pause, lease id ('' for none), '1' to forget the lease ('0' to keep it until
 -- done), seconds the kept lease still holds, tickets, entries of the host's log
--- replayed, the last of them ('' for none), the event's time. writer: the
--- storing worker's id, kept with the state ('w'): a claim's reply leaves the
--- state out for the worker that stored it (it has it in hand).
--- Returns true, new version, released; or false, version, state, tickets.
+-- replayed, the last of them ('' for none), the event's time, and the turn asked
+-- for ('' for none, else its seconds). writer: the storing worker's id, kept
+-- with the state ('w'): a claim's reply leaves the state out for the worker that
+-- stored it (it has it in hand).
+-- The host's turn ('tw' its holder, 'tu' its end, on this server's clock): a
+-- worker whose answer keeps losing its race asks for it, and is granted it with
+-- the loss if no other worker holds it; until it stores (or the turn ends: a
+-- killed worker never wedges the host) every other worker's feedback of the
+-- host is told to wait, unstored, so that the holder's next try, computed on the
+-- state this loss shows, finds it unmoved. Claims go on as ever: their starts
+-- are logged after the answer's time.
+-- Returns 1, new version, released, '', ''; 0 (lost), version, state, tickets,
+-- the end of the turn granted ('' for none); or 2 (another worker's turn),
+-- version, state, tickets, the end of that turn.
 local function store_feedback(f, now, writer)
   local host = f[1]
   local key = host_key(host)
   local log = log_key(host)
-  local v = call('HMGET', key, 'v', 'st', 'tk')
+  local v = call('HMGET', key, 'v', 'st', 'tk', 'tw', 'tu')
   local version = num(key, 'v', v[1], 0)
+  local holder = v[4]
+  local turn_end = num(key, 'tu', v[5], -INF)
+  if holder and holder ~= writer and turn_end > now then
+    return 2, fmt(version), v[2] or '', v[3] or '', fmt(turn_end)
+  end
   local replayed = tonumber(f[11])
   local at = tonumber(f[13])
   local current = fmt(version) == f[2]
@@ -282,10 +297,18 @@ local function store_feedback(f, now, writer)
     end
   end
   if not current then
-    return false, fmt(version), v[2] or '', v[3] or ''
+    local granted = ''
+    if f[14] ~= '' then
+      granted = fmt(now + tonumber(f[14]))
+      call('HSET', key, 'tw', writer, 'tu', granted)
+    end
+    return 0, fmt(version), v[2] or '', v[3] or '', granted
   end
   call('HSET', key, 'v', fmt(version + 1), 'st', f[3], 'gap', f[4], 'lim', f[5],
     'pause', f[6], 'tk', f[10], 'w', writer)
+  if holder then
+    call('HDEL', key, 'tw', 'tu')  -- its holder stored, or it ended
+  end
   if replayed > 0 then
     call('LTRIM', log, replayed, -1)
   end
@@ -311,7 +334,7 @@ local function store_feedback(f, now, writer)
     end
   end
   rescore(host)
-  return true, fmt(version + 1), released
+  return 1, fmt(version + 1), released, '', ''
 end
 
 -- Values as one string, each as '<length>:<bytes>' (Python's unpack_fields):
