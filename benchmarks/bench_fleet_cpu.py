@@ -4,12 +4,13 @@
 Each crawl is a real ``scrapy crawl`` in its own process (``tests/crawlrunner.py``)
 against a fresh farm of fast hosts that never push back, and for the two Redis
 schedulers a fresh ``redis-server`` child. In that process the scheduler's
-entry points are timed with the thread's CPU clock (``time.thread_time``: the
-time spent waiting for Redis is not CPU): ``enqueue_request``,
-``next_request``, ``has_pending_requests`` and, for scrapy-aimd, the feedback
+entry points are timed with the thread's CPU clock (``time.thread_time``:
+the time spent waiting for Redis is not CPU): ``open``, ``close``,
+``enqueue_request``, ``next_request``, ``has_pending_requests`` and, for scrapy-aimd, the feedback
 handlers (``response_feedback`` and ``request_reached_downloader``), which is
 where a fleet worker applies the controller's rules to the host's state in
-Redis. The dupefilter runs inside ``enqueue_request`` for all three.
+Redis, and for the fleet worker its own timer and callbacks (``TIMED`` lists
+every path). The dupefilter runs inside ``enqueue_request`` for all three.
 scrapy-redis has no feedback: its cost is its queue and dupefilter alone.
 
 Per request answered: the scheduler's CPU, its wall time (Redis round trips
