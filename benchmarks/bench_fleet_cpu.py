@@ -4,12 +4,13 @@
 Each crawl is a real ``scrapy crawl`` in its own process (``tests/crawlrunner.py``)
 against a fresh farm of fast hosts that never push back, and for the two Redis
 schedulers a fresh ``redis-server`` child. In that process the scheduler's
-entry points are timed with the thread's CPU clock (``time.thread_time``: the
-time spent waiting for Redis is not CPU): ``enqueue_request``,
-``next_request``, ``has_pending_requests`` and, for scrapy-aimd, the feedback
+entry points are timed with the thread's CPU clock (``time.thread_time``:
+the time spent waiting for Redis is not CPU): ``open``, ``close``,
+``enqueue_request``, ``next_request``, ``has_pending_requests`` and, for scrapy-aimd, the feedback
 handlers (``response_feedback`` and ``request_reached_downloader``), which is
 where a fleet worker applies the controller's rules to the host's state in
-Redis. The dupefilter runs inside ``enqueue_request`` for all three.
+Redis, and for the fleet worker its own timer and callbacks (``TIMED`` lists
+every path). The dupefilter runs inside ``enqueue_request`` for all three.
 scrapy-redis has no feedback: its cost is its queue and dupefilter alone.
 
 Per request answered: the scheduler's CPU, its wall time (Redis round trips
@@ -27,13 +28,22 @@ of one run), so:
 - The garbage collector's CPU is left out of the scheduler's (and shown
   apart): a collection runs inside whichever call tips the allocation count,
   and one full collection of a crawl's heap takes milliseconds.
-- "Adjusted": each crawl's scheduler CPU is first divided by the rest of its
-  process's CPU (start-up, engine, downloader, spider: the same work in each
-  scrapy-aimd crawl), which was measured at the same moments on the same
-  machine. A fixed piece of Python work, the speed probe, timed between the
-  scheduler's calls, checks that assumption: "rest / probe" is then alike
-  for the crawlers (not for scrapy-redis, which runs Scrapy's own politeness:
-  read its unadjusted ratio).
+- The ratio reported is the plain one: each round's scheduler CPU per
+  request over that of the one process in the same round, the median of the
+  rounds and their range.
+- "Probe-corrected": each crawl's scheduler CPU is first divided by the CPU of
+  the speed probe, a fixed piece of Python work timed between the
+  scheduler's calls in the same thread (the same task in every crawl). It
+  assumes the probe slows down as the scheduler's code does when the machine
+  is busier; the output shows how far apart the paired crawls' probes were
+  ("probe vs one process"): near 1.00x, the correction changes little.
+
+Every path of the scheduler is timed, the fleet worker's timer and callbacks
+included (``_flush_waiting``, the 20 ms timer that sends buffered pushes and
+answers when no claim took them; ``_pushed``, ``_queue`` and ``_route``, the
+callbacks of the pushes and of the robots.txt gate), and ``open`` and
+``close``: what is left, "rest", is the engine, the downloader, the spider and
+the garbage collector outside the scheduler.
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
     PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 5]
@@ -58,16 +68,29 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-#: What is timed, by class: the scheduler's entry points and its feedback handlers.
+#: What is timed, by class: every way into the scheduler's code: the entry points,
+#: the signal handlers, and the timer and callbacks it schedules itself (read
+#: scrapy_aimd/scheduler.py and fleet_scheduler.py for each ``call_later``,
+#: ``hold`` and ``push_later`` when they change). ``AimdScheduler``'s entry
+#: points call the fleet path's (counted once: only the outermost call is timed).
 TIMED: dict[str, list[str]] = {
     "scrapy_aimd.scheduler.AimdScheduler": [
+        "open",
+        "close",
         "enqueue_request",
         "next_request",
         "has_pending_requests",
         "_on_feedback",
         "_on_reached_downloader",
+        "_route",  # the robots.txt gate's resume
     ],
-    "scrapy_aimd.fleet_scheduler.FleetScheduler": ["_on_feedback", "_on_reached_downloader"],
+    "scrapy_aimd.fleet_scheduler.FleetScheduler": [
+        "_on_feedback",
+        "_on_reached_downloader",
+        "_flush_waiting",  # the FLUSH_AFTER timer
+        "_pushed",  # a push's answer
+        "_queue",  # the robots.txt gate's resume
+    ],
     "scrapy_redis.scheduler.Scheduler": [
         "enqueue_request",
         "next_request",
@@ -401,24 +424,34 @@ def per(figures: dict[str, Any], key: str) -> float:
 
 
 def rest(figures: dict[str, Any]) -> float:
-    """The process's CPU outside the scheduler, per request: the same work in
-    every scrapy-aimd crawl (start-up, the engine, the downloader, the spider),
-    so it says how fast the machine ran during this crawl."""
+    """The process's CPU outside the scheduler, per request: the engine, the
+    downloader, the spider, start-up and the collector outside the scheduler.
+    Not the same work in each crawl (a fleet worker's reactor also carries its
+    Redis connection), so nothing is divided by it."""
     return per(figures, "process_cpu") - per(figures, "scheduler_cpu")
 
 
 Rounds = dict[str, list[dict[str, Any]]]
 
 
-def ratios(rounds: Rounds, kind: str, base: str, adjusted: bool = False) -> list[float]:
+def ratios(rounds: Rounds, kind: str, base: str, probed: bool = False) -> list[float]:
     """Each round's scheduler CPU per request of ``kind`` over ``base``'s;
-    ``adjusted``: each first divided by its crawl's ``rest``."""
+    ``probed``: each first divided by its crawl's speed probe."""
 
     def cpu(figures: dict[str, Any]) -> float:
-        return per(figures, "scheduler_cpu") / (rest(figures) if adjusted else 1.0)
+        return per(figures, "scheduler_cpu") / (figures["probe_cpu"] if probed else 1.0)
 
     return [
         cpu(mine) / cpu(theirs) for mine, theirs in zip(rounds[kind], rounds[base], strict=True)
+    ]
+
+
+def probe_ratios(rounds: Rounds, kind: str, base: str) -> list[float]:
+    """Each round's speed probe of ``kind`` over ``base``'s: how far apart the
+    machine's speed was between the two crawls, as the probe saw it."""
+    return [
+        mine["probe_cpu"] / theirs["probe_cpu"]
+        for mine, theirs in zip(rounds[kind], rounds[base], strict=True)
     ]
 
 
@@ -434,74 +467,76 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
     def us(key: str) -> Callable[[dict[str, Any]], float]:
         return lambda figures: per(figures, key) * 1e6
 
-    def probed(figures: dict[str, Any]) -> float:
-        return rest(figures) / figures["probe_cpu"] if figures["probe_cpu"] else 0.0
-
     base = CRAWLERS[0]
     count = len(rounds[base])
     kinds = [kind for kind in (*CRAWLERS, CODEC_BASELINE) if kind in rounds]
     print(
         f"\n{args.hosts} hosts of {args.pages} pages (5 ms), CONCURRENT_REQUESTS 16, "
         f"{count} rounds taking turns; per request answered, the median of the rounds. "
-        f"The scheduler's CPU leaves out the garbage collector's (its column). "
+        f"The scheduler's CPU is every path of the scheduler (timers and callbacks "
+        f"included) without the garbage collector's (its column). "
         f'"vs one process": the median of each round\'s ratio, and their range; '
-        f'"adjusted": each crawl\'s figure first divided by the rest of its '
-        f'process\'s CPU ("rest", the same work in each scrapy-aimd crawl: its '
-        f'ratio to the speed probe, "rest / probe", is then alike):\n'
+        f'"probe-corrected": each crawl\'s figure first divided by its speed probe '
+        f"(a fixed task, the same in every crawl; this assumes the scheduler's code "
+        f'slows down with the machine as the probe does); "probe vs one process": '
+        f"how far apart the paired crawls' probes were:\n"
     )
     print(
-        "| crawler | requests | scheduler CPU (us) | vs one process | range | adjusted "
-        "| range | GC in the scheduler (us) | scheduler wall (us) | process CPU (ms) "
-        "| rest / probe | Redis CPU (us) |"
+        "| crawler | requests | scheduler CPU (us) | vs one process | range "
+        "| probe-corrected | range | probe vs one process | range "
+        "| GC in the scheduler (us) | scheduler wall (us) | process CPU (ms) "
+        "| rest (us) | Redis CPU (us) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind in kinds:
         answered = min(figures["requests"] for figures in rounds[kind])
         print(
             f"| {kind} | {answered} of {rounds[kind][0]['expected']} "
             f"| {median(kind, us('scheduler_cpu')):.0f} | {spread(ratios(rounds, kind, base))} "
-            f"| {spread(ratios(rounds, kind, base, adjusted=True))} "
+            f"| {spread(ratios(rounds, kind, base, probed=True))} "
+            f"| {spread(probe_ratios(rounds, kind, base))} "
             f"| {median(kind, us('scheduler_gc')):.1f} | {median(kind, us('scheduler_wall')):.0f} "
-            f"| {median(kind, us('process_cpu')) / 1e3:.2f} | {median(kind, probed):.0f} "
+            f"| {median(kind, us('process_cpu')) / 1e3:.2f} "
+            f"| {median(kind, lambda f: rest(f) * 1e6):.0f} "
             f"| {median(kind, us('redis_cpu')):.0f} |"
         )
-    print(
-        "\nScheduler CPU per request (us) in each round, and the adjusted ratios to one process:\n"
-    )
+    print("\nScheduler CPU per request (us) in each round, and the ratios to one process:\n")
     short = [kind.removeprefix("scrapy-aimd, ") for kind in kinds]
     print("| round | " + " | ".join([*short, *(f"{k} / one" for k in short[1:])]) + " |")
     print("|---:|" + "---:|" * (2 * len(kinds) - 1))
     for number in range(count):
         cpus = [f"{per(rounds[kind][number], 'scheduler_cpu') * 1e6:.0f}" for kind in kinds]
-        paired = [f"{ratios(rounds, k, base, adjusted=True)[number]:.2f}x" for k in kinds[1:]]
+        paired = [f"{ratios(rounds, k, base)[number]:.2f}x" for k in kinds[1:]]
         print(f"| {number + 1} | " + " | ".join(cpus + paired) + " |")
     for kind in kinds:
         print(f"\n{kind}, per request answered (us, the median of the rounds):")
         by_method = {name for figures in rounds[kind] for name in figures["cpu_by_method"]}
         for name in sorted(by_method, key=lambda n: -_median_of(rounds[kind], "cpu_by_method", n)):
-            print(f"  {name}: {_median_of(rounds[kind], 'cpu_by_method', name) * 1e6:.0f}")
+            print(f"  {name}: {_median_of(rounds[kind], 'cpu_by_method', name) * 1e6:.1f}")
         detail = {name for figures in rounds[kind] for name in figures["detail"]["cpu"]}
         for name in sorted(detail, key=lambda n: -_median_of(rounds[kind], "detail", n)):
             calls = statistics.median(f["detail"]["calls"].get(name, 0) for f in rounds[kind])
             spent = _median_of(rounds[kind], "detail", name)
             print(f"  {name}: {spent * 1e6:.1f} ({calls:.0f} calls)")
     fleet = CRAWLERS[1]
-    adjusted = ratios(rounds, fleet, base, adjusted=True)
     raw = ratios(rounds, fleet, base)
+    probed = ratios(rounds, fleet, base, probed=True)
+    probes = probe_ratios(rounds, fleet, base)
     line = (
-        f"\nfleet worker / one process: {statistics.median(adjusted):.2f}x adjusted, range "
-        f"{min(adjusted):.2f}-{max(adjusted):.2f}x ({statistics.median(raw):.2f}x unadjusted, "
-        f"range {min(raw):.2f}-{max(raw):.2f}x; median of {count} rounds; target 1.5x)"
+        f"\nfleet worker / one process: {statistics.median(raw):.2f}x, range "
+        f"{min(raw):.2f}-{max(raw):.2f}x (median of {count} rounds; target 1.5x); "
+        f"probe-corrected {statistics.median(probed):.2f}x, range "
+        f"{min(probed):.2f}-{max(probed):.2f}x (the probes {min(probes):.2f}-"
+        f"{max(probes):.2f}x apart)"
     )
     if CRAWLERS[2] in rounds:
         against = ratios(rounds, fleet, CRAWLERS[2])
         line += f"; fleet worker / scrapy-redis: {statistics.median(against):.2f}x"
     if CODEC_BASELINE in rounds:
-        against = ratios(rounds, fleet, CODEC_BASELINE, adjusted=True)
+        against = ratios(rounds, fleet, CODEC_BASELINE)
         line += (
             f"; fleet worker / the same with the codec by to_dict: "
-            f"{statistics.median(against):.2f}x adjusted "
-            f"(range {min(against):.2f}-{max(against):.2f}x)"
+            f"{statistics.median(against):.2f}x (range {min(against):.2f}-{max(against):.2f}x)"
         )
     print(line)
 

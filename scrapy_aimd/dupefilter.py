@@ -71,6 +71,7 @@ from scrapy_aimd._compat import call_later_if_running
 from scrapy_aimd.core.canonical import STAGES
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.crawl import request_host
+from scrapy_aimd.events import DuplicateHosts
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
     request_key_function,
@@ -125,34 +126,68 @@ class TopCounts:
     Exact while at most 2 x ``keep`` keys are counted. Beyond, the Space-Saving
     scheme (Metwally et al.) in batches: when 2 x ``keep`` keys are held, the
     ``keep`` largest stay, and a key that comes later starts at ``error`` + 1,
-    where ``error`` is the largest count dropped so far. So a count is never too
-    low and at most ``error`` too high, and a key that is not held was counted
-    at most ``error`` times. Amortized O(log keep) a new key.
+    where ``error`` is the largest count dropped so far, and keeps that as its
+    own margin (``errors``). So a count is never too low and at most its own
+    margin too high (a key held since before the first drop is exact), and a
+    key that is not held was counted at most ``error`` times. Amortized
+    O(log keep) a new key. How many keys were counted is kept exactly, as a
+    64-bit hash each (about 12 bytes a key, in a :class:`SeenSet`).
     """
 
     def __init__(self, keep: int = TOP_HOSTS) -> None:
         self.keep = keep
         self.counts: dict[str, int] = {}
-        #: How much too high a count may be; 0 while the counts are exact.
+        #: How much too high each held count may be, where it may (its ``error``
+        #: when it came).
+        self.errors: dict[str, int] = {}
+        #: The most a key that is not held was counted; 0 while the counts are exact.
         self.error = 0
+        self._keys = SeenSet()
 
     def __len__(self) -> int:
         return len(self.counts)
+
+    @property
+    def distinct(self) -> int:
+        """How many keys were counted (held or not)."""
+        return len(self._keys)
 
     def add(self, key: str) -> None:
         counts = self.counts
         if key in counts:
             counts[key] += 1
             return
+        self._keys.add(_key_hash(key))
         if len(counts) >= 2 * self.keep:
             ranked = sorted(counts.items(), key=lambda kv: kv[1], reverse=True)
             self.error = max(self.error, ranked[self.keep][1])
             counts = self.counts = dict(ranked[: self.keep])
+            self.errors = {k: e for k, e in self.errors.items() if k in counts}
         counts[key] = self.error + 1
+        if self.error:
+            self.errors[key] = self.error
 
     def top(self, n: int) -> list[tuple[str, int]]:
         """The ``n`` largest counts, largest first (ties by key)."""
         return sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def tops(self, n: int) -> DuplicateHosts:
+        """The ``n`` largest, with the bounds they are known within (see
+        :class:`~scrapy_aimd.events.DuplicateHosts`)."""
+        top = self.top(n + 1)
+        counts = dict(top[:n])
+        return DuplicateHosts(
+            counts,
+            {key: self.errors[key] for key in counts if key in self.errors},
+            max(self.error, top[n][1] if len(top) > n else 0),
+            self.distinct,
+        )
+
+
+def _key_hash(key: str) -> int:
+    return int.from_bytes(
+        blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
+    )
 
 
 class SeenKeysFileError(RuntimeError):
@@ -503,8 +538,14 @@ class AimdDupeFilter:
         return self._changed_stages(request.url) or (EXACT,)
 
     def top_hosts(self, n: int) -> list[tuple[str, int]]:
-        """The ``n`` hosts with the most duplicates, most first (see :class:`TopCounts`)."""
+        """The ``n`` hosts with the most duplicates, most first (see :class:`TopCounts`):
+        each count an upper bound (:meth:`duplicate_hosts` says how far off)."""
         return self.hosts.top(n)
+
+    def duplicate_hosts(self, n: int) -> DuplicateHosts:
+        """The ``n`` hosts with the most duplicates, with the bounds of their counts,
+        and how many hosts had any."""
+        return self.hosts.tops(n)
 
     def _inc_stat(self, name: str, count: int = 1) -> None:
         if self._stats is not None:

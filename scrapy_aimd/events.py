@@ -14,14 +14,18 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Final
 
+from scrapy_aimd.host_totals import as_integer
 from scrapy_aimd.settings import AimdSettingsError
 
 FLUSH_EVERY = 1.0
+#: How many hosts with the most duplicates a close line lists (older files: the same).
+CLOSE_HOSTS: Final = 20
 
 #: Every event: its name and the fields that it carries besides ``t``, ``event``
 #: and (for host events) ``host``.
@@ -36,7 +40,15 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "change": ("delay", "limit", "crawl_delay"),
     "cached": ("status",),
     "robots": ("origin", "status", "outcome", "crawl_delay"),
-    "close": ("reason", "hosts", "duplicates", "duplicate_hosts"),
+    "close": (
+        "reason",
+        "hosts",
+        "duplicates",
+        "duplicate_hosts",
+        "duplicate_hosts_error",
+        "duplicate_hosts_others",
+        "duplicate_hosts_count",
+    ),
 }
 #: The events about one host (they carry ``host``).
 HOST_EVENTS: Final = frozenset(EVENTS) - {"open", "close"}
@@ -118,3 +130,106 @@ class EventLog:
             if file is not None:
                 with contextlib.suppress(OSError):
                     file.close()
+
+
+@dataclass
+class DuplicateHosts:
+    """The hosts with the most duplicates, as a close line carries them.
+
+    Past some thousands of hosts they are counted in bounded memory, so a
+    count may be too high: ``counts[host]`` is at most ``errors[host]`` above
+    the truth (exact where absent), a host not listed had at most ``others``,
+    and ``count`` hosts had any (None: not known, a file from before these
+    fields; ``count_is_least``: at least that many, a fleet's). Only what
+    these bounds prove is said as a fact (:meth:`certain`, :meth:`text`).
+    """
+
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    others: int = 0
+    count: int | None = None
+    count_is_least: bool = False
+
+    def least(self, host: str) -> int:
+        """The fewest duplicates ``host`` can have had."""
+        return self.counts[host] - self.errors.get(host, 0)
+
+    def ranked(self) -> list[tuple[str, int]]:
+        """The listed hosts, the most first (ties by name)."""
+        return sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def beyond(self, n: int) -> int:
+        """The most that a host outside the first ``n`` can have had."""
+        ranked = self.ranked()
+        return max(self.others, ranked[n][1] if len(ranked) > n else 0)
+
+    def certain(self, n: int) -> list[str]:
+        """Of the first ``n``, those provably among the ``n`` with the most: at
+        least as many as any host outside them can have had."""
+        bound = self.beyond(n)
+        return [host for host, _ in self.ranked()[:n] if self.least(host) >= bound]
+
+    def text(self, host: str) -> str:
+        """``host``'s count: bare when exact, else as the bounds it is known within."""
+        count, error = self.counts[host], self.errors.get(host, 0)
+        return f"{count:,}" if not error else f"at most {count:,}, at least {count - error:,}"
+
+    def close_fields(self) -> dict[str, Any]:
+        """The close line's fields (``duplicate_hosts`` as before, then the bounds)."""
+        fields: dict[str, Any] = {"duplicate_hosts": dict(self.counts)}
+        if self.count is not None:
+            fields["duplicate_hosts_error"] = dict(self.errors)
+            fields["duplicate_hosts_others"] = self.others
+            fields["duplicate_hosts_count"] = self.count
+        return fields
+
+    @classmethod
+    def from_close(cls, record: Mapping[str, Any]) -> DuplicateHosts:
+        """From a close line; what is not a count is left out. A line without
+        the bounds (an older file) is taken as exact, its hosts not listed at
+        most as many as its last listed if it listed :data:`CLOSE_HOSTS`."""
+        counts = _counts(record.get("duplicate_hosts"))
+        if "duplicate_hosts_count" not in record:
+            full = len(counts) >= CLOSE_HOSTS
+            return cls(counts, others=min(counts.values()) if full else 0)
+        errors = {
+            host: min(error, counts[host])
+            for host, error in _counts(record.get("duplicate_hosts_error")).items()
+            if host in counts and error
+        }
+        others, count = (_count(record.get(f"duplicate_hosts_{k}")) for k in ("others", "count"))
+        return cls(counts, errors, others or 0, count)
+
+    @classmethod
+    def combined(cls, parts: Iterable[DuplicateHosts]) -> DuplicateHosts:
+        """A fleet's, from its workers' (each counted its own duplicates): a host
+        one worker did not list may have had up to that worker's ``others`` there."""
+        parts = list(parts)
+        hosts = {host for part in parts for host in part.counts}
+        counts = {host: sum(part.counts.get(host, part.others) for part in parts) for host in hosts}
+        least = {
+            host: sum(part.least(host) for part in parts if host in part.counts) for host in hosts
+        }
+        errors = {host: counts[host] - least[host] for host in hosts if counts[host] > least[host]}
+        known = [part.count for part in parts if part.count is not None]
+        count = max([*known, len(hosts)]) if known else None
+        return cls(
+            counts,
+            errors,
+            sum(part.others for part in parts),
+            count,
+            count_is_least=len(parts) > 1 or any(p.count_is_least for p in parts),
+        )
+
+
+def _count(value: object) -> int | None:
+    """A count (a whole number, not negative), else None."""
+    number = as_integer(value)
+    return number if number is not None and number >= 0 else None
+
+
+def _counts(value: object) -> dict[str, int]:
+    """Counts by name; what is not a count is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): n for k, v in value.items() if (n := _count(v)) is not None}

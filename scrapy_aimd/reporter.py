@@ -29,7 +29,7 @@ from scrapy.utils.asyncio import create_looping_call
 from scrapy_aimd import signals
 from scrapy_aimd.crawl import origin_host, request_host
 from scrapy_aimd.dupefilter import DUPLICATE_KINDS, AimdDupeFilter, kind_stat
-from scrapy_aimd.events import EventLog, event_record, events_path
+from scrapy_aimd.events import DuplicateHosts, EventLog, event_record, events_path
 from scrapy_aimd.host_totals import HostTotals
 from scrapy_aimd.live import HostsView, QueuedHosts, hosts_line
 from scrapy_aimd.settings import read_float, read_int
@@ -206,7 +206,11 @@ class Reporter:
             logger.info("Per-host summary (%s):\n%s", reason, summary)
         duplicates = self.duplicates()
         dupefilter = _our_dupefilter(self.crawler)
-        top = dupefilter.top_hosts(DUPLICATE_HOSTS) if dupefilter is not None else []
+        top = (
+            dupefilter.duplicate_hosts(DUPLICATE_HOSTS)
+            if dupefilter is not None
+            else DuplicateHosts()
+        )
         if duplicates["total"]:
             logger.info("%s", duplicates_line(duplicates, top))
         if self.events is not None:
@@ -215,7 +219,7 @@ class Reporter:
                 reason=reason,
                 hosts={host: _row(t) for host, t in rows},
                 duplicates=duplicates,
-                duplicate_hosts=dict(top),
+                **top.close_fields(),
             )
 
     def duplicates(self) -> dict[str, int]:
@@ -284,17 +288,25 @@ class Reporter:
         self.crawler.signals.send_catch_log(signal=signal, **kwargs)
 
 
-def duplicates_line(duplicates: dict[str, int], hosts: list[tuple[str, int]]) -> str:
+def duplicates_line(duplicates: dict[str, int], hosts: DuplicateHosts) -> str:
     """The close's log line about the duplicates (``total`` above 0), with the
-    first of ``hosts`` (those with the most)."""
+    hosts provably among those with the most, and a bound for the others."""
     total = duplicates["total"]
     text = f"Filtered {total} duplicate request{'s' * (total != 1)}"
-    kinds = [f"{n} {kind}" for kind, n in duplicates.items() if kind != "total"]
+    kinds = {kind: n for kind, n in duplicates.items() if kind != "total"}
     if kinds:
-        text += f": {', '.join(kinds)} (a request changed by several stages counts under each)"
-    if hosts:
-        most = ", ".join(f"{host} ({n})" for host, n in hosts[:LOGGED_HOSTS])
-        text += f"; the most on {most}"
+        text += ": " + ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        if sum(kinds.values()) > total:
+            text += " (a request changed by several stages counts under each)"
+    named = [host for host in hosts.certain(LOGGED_HOSTS) if hosts.counts[host]]
+    if named:
+        text += "; the most on " + ", ".join(f"{host} ({hosts.text(host)})" for host in named)
+    heard = sum(1 for n in hosts.counts.values() if n)
+    if len(named) < min(LOGGED_HOSTS, heard) and hosts.count is not None:
+        text += (
+            f"; {hosts.count:,} hosts had duplicates, no {'other ' * bool(named)}more than "
+            f"{hosts.beyond(len(named)):,} (too close to rank in bounded memory)"
+        )
     return text
 
 

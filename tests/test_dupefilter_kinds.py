@@ -4,6 +4,8 @@ had the most, in bounded memory."""
 
 from __future__ import annotations
 
+import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +17,16 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.core.canonical import STAGES
-from scrapy_aimd.dupefilter import DUPLICATE_KINDS, AimdDupeFilter, TopCounts, kind_stat
+from scrapy_aimd.dupefilter import (
+    DUPLICATE_KINDS,
+    TOP_HOSTS,
+    AimdDupeFilter,
+    TopCounts,
+    kind_stat,
+)
+from scrapy_aimd.events import DuplicateHosts
+from scrapy_aimd.report.html import DUPLICATE_HOSTS_SHOWN, _duplicates
+from scrapy_aimd.reporter import duplicates_line
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -173,3 +184,128 @@ def test_top_counts_are_never_too_low_and_at_most_error_too_high(
             assert n <= counts.error
     if len(truth) <= 2 * keep:
         assert held == {str(k): n for k, n in truth.items()}
+
+
+# --- what is said of the hosts: never exact when it is not --------------------
+
+
+def _truly_in_top(truth: Counter[str], host: str, n: int) -> bool:
+    """``host`` is one of the ``n`` with the most (ties with the n-th included)."""
+    ranked = sorted(truth.values(), reverse=True)
+    return truth[host] >= ranked[min(n, len(ranked)) - 1]
+
+
+def _check_bounds(truth: Counter[str], tops: DuplicateHosts, n: int) -> None:
+    """Every figure ``tops`` gives is a true bound, and what it ranks is true."""
+    for host, count in tops.counts.items():
+        assert tops.least(host) <= truth[host] <= count, host
+    for host, count in truth.items():
+        if host not in tops.counts:
+            assert count <= tops.others, host
+    for host in tops.certain(n):
+        assert _truly_in_top(truth, host, n), host
+    assert tops.count == len(truth)
+
+
+def test_past_the_bound_the_hosts_are_not_ranked_on_guesses() -> None:
+    """100,000 hosts of 3 duplicates and 5 of 100, shuffled: past 2,000 hosts
+    the counts are bounds, and no light host is shown as a heavy one."""
+    truth: Counter[str] = Counter()
+    stream = [f"h{i}.test" for i in range(100_000) for _ in range(3)]
+    stream += [f"heavy{i}.test" for i in range(5) for _ in range(100)]
+    random.Random(7).shuffle(stream)
+    counts = TopCounts()
+    for host in stream:
+        counts.add(host)
+        truth[host] += 1
+    assert len(counts) <= 2 * TOP_HOSTS
+    tops = counts.tops(20)
+    _check_bounds(truth, tops, 20)
+    assert tops.count == 100_005
+    for host in tops.counts:
+        if truth[host] == 3:
+            assert tops.errors.get(host, 0) > 0, host  # never shown as exact
+    for host in tops.certain(10):
+        assert host.startswith("heavy"), host
+    line = duplicates_line({"total": len(stream) - 100_005}, tops)
+    for host in re.findall(r"([\w.]+) \((?:at most )?\d+", line):
+        assert host.startswith("heavy"), line  # a light host is never named among the most
+    assert "100,005 hosts had duplicates" in line
+
+
+def test_five_thousand_light_hosts_say_how_many_they_are() -> None:
+    rng = random.Random(3)
+    truth = Counter({f"h{i}.test": rng.randint(1, 7) for i in range(5000)})
+    stream = [host for host, n in truth.items() for _ in range(n)]
+    rng.shuffle(stream)
+    counts = TopCounts()
+    for host in stream:
+        counts.add(host)
+    tops = counts.tops(20)
+    _check_bounds(truth, tops, 20)
+    line = duplicates_line({"total": len(stream), "exact": len(stream)}, tops)
+    for host, n in re.findall(r"([\w.]+) \((\d+)\)", line):
+        assert truth[host] == int(n), line  # a count shown bare is exact
+    for host, most, least in re.findall(r"([\w.]+) \(at most (\d+), at least (\d+)\)", line):
+        assert int(least) <= truth[host] <= int(most), line
+    assert "5,000 hosts" in line
+    page = _duplicates({"total": len(stream), "exact": len(stream)}, tops)
+    listed = re.findall(r'<tr><th scope="row">(h\d+\.test)</th>', page)
+    more = re.search(r"and ([\d,]+) more hosts|([\d,]+) hosts had duplicates", page)
+    assert more is not None, page
+    assert int((more.group(1) or more.group(2)).replace(",", "")) == 5000 - len(listed)
+    for host in listed:
+        assert _truly_in_top(truth, host, DUPLICATE_HOSTS_SHOWN), host
+
+
+def test_a_host_counted_before_the_first_prune_stays_exact() -> None:
+    counts = TopCounts(keep=10)
+    for _ in range(500):
+        counts.add("heavy")
+    for i in range(2_000):
+        counts.add(f"light{i}")
+    tops = counts.tops(3)
+    assert counts.error > 0
+    assert tops.counts["heavy"] == 500
+    assert "heavy" not in tops.errors
+    assert tops.certain(3) == ["heavy"]
+    assert tops.count == 2_001
+    assert duplicates_line({"total": 2_500}, tops).startswith(
+        "Filtered 2500 duplicate requests; the most on heavy (500); "
+        "2,001 hosts had duplicates, no other more than "
+    )
+
+
+def test_few_hosts_are_counted_and_ranked_exactly() -> None:
+    counts = TopCounts(keep=3)
+    for key in "abacabadaeaf":
+        counts.add(key)
+    tops = counts.tops(2)
+    assert tops.counts == {"a": 6, "b": 2}
+    assert tops.errors == {}
+    assert (tops.others, tops.count) == (1, 6)
+    assert tops.certain(2) == ["a", "b"]
+    assert duplicates_line({"total": 12}, tops) == (
+        "Filtered 12 duplicate requests; the most on a (6), b (2)"
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=40), max_size=400),
+    st.integers(1, 8),
+    st.integers(1, 12),
+)
+def test_what_is_said_of_the_hosts_holds_for_any_stream(
+    stream: list[int], keep: int, n: int
+) -> None:
+    counts = TopCounts(keep=keep)
+    truth: Counter[str] = Counter()
+    for key in stream:
+        counts.add(str(key))
+        truth[str(key)] += 1
+    tops = counts.tops(n)
+    assert len(tops.counts) <= n
+    _check_bounds(truth, tops, n)
+    fields = tops.close_fields()
+    assert DuplicateHosts.from_close(fields) == tops

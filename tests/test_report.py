@@ -1362,3 +1362,53 @@ def test_a_workers_malformed_close_field_falls_back_to_that_workers_count(
     own = sum(1 for e in events if e["event"] == "start" and e["host"] == "fast.example")
     first = fleet[names[0]][-1]["hosts"]["fast.example"]["requests"]
     assert crawl.summary["fast.example"].requests == first + own
+
+
+def test_the_hosts_past_the_bound_are_bounds_and_the_rest_counted() -> None:
+    """A close line with the counts' margins and the number of hosts: only the
+    hosts provably among the most are listed, inexact counts as bounds, and
+    "more" from the real number."""
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 1.0, "event": "close", "hosts": {}, "duplicates": {"total": 9000, "exact": 9000},
+         "duplicate_hosts": {"big.example": 500, "old.example": 300, "new.example": 299,
+                             "late.example": 298},
+         "duplicate_hosts_error": {"old.example": 40, "new.example": 290, "late.example": 297},
+         "duplicate_hosts_others": 296, "duplicate_hosts_count": 3000},
+    ]  # fmt: skip
+    crawl = read_crawl(lines(events))
+    assert crawl.duplicate_hosts == {
+        "big.example": 500,
+        "old.example": 300,
+        "new.example": 299,
+        "late.example": 298,
+    }
+    page = render_html(crawl)
+    listed = re.findall(r'<tr><th scope="row">([a-z]+\.example)</th>', page)
+    assert listed == ["big.example"]  # 260 or more for old.example is not more than 296
+    assert '<th scope="row">big.example</th><td>500</td>' in page
+    assert "and 2,999 more hosts, none with more than 300" in page
+
+
+def test_a_listed_count_with_a_margin_is_shown_as_a_bound() -> None:
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 1.0, "event": "close", "hosts": {}, "duplicates": {"total": 900, "exact": 900},
+         "duplicate_hosts": {"big.example": 500, "old.example": 300},
+         "duplicate_hosts_error": {"old.example": 40},
+         "duplicate_hosts_others": 20, "duplicate_hosts_count": 2},
+    ]  # fmt: skip
+    page = render_html(read_crawl(lines(events)))
+    assert '<th scope="row">old.example</th><td>at most 300, at least 260</td>' in page
+    assert "more host" not in page
+
+
+def test_an_old_close_line_of_twenty_hosts_says_at_least() -> None:
+    hosts = {f"h{i:02}.example": 100 - i for i in range(20)}
+    events = [
+        {"t": 0.0, "event": "open", "spider": "demo"},
+        {"t": 1.0, "event": "close", "hosts": {}, "duplicates": {"total": 2000, "exact": 2000},
+         "duplicate_hosts": hosts},
+    ]  # fmt: skip
+    page = render_html(read_crawl(lines(events)))
+    assert "and at least 10 more hosts" in page

@@ -13,8 +13,9 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aimd import signals
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction
+from scrapy_aimd.events import DuplicateHosts
 from scrapy_aimd.report import read_events
-from scrapy_aimd.reporter import Reporter
+from scrapy_aimd.reporter import Reporter, duplicates_line
 
 HOST = "a.test"
 
@@ -223,4 +224,17 @@ def test_the_summary_shows_the_troubled_hosts_first_and_counts_the_rest() -> Non
     assert [line.split()[0] for line in lines[2:6]] == ["h00", "h01", "h02", "h03"]
     assert (
         lines[6] == "... and 26 more hosts (2171 requests, 0 of them troubled); AIMD_SUMMARY_ROWS=5"
+    )
+
+
+def test_the_caveat_of_several_stages_only_when_the_kinds_add_up_to_more() -> None:
+    assert duplicates_line({"total": 3, "exact": 3}, DuplicateHosts()) == (
+        "Filtered 3 duplicate requests: 3 exact"
+    )
+    assert duplicates_line({"total": 3, "exact": 1, "fragment": 2}, DuplicateHosts()) == (
+        "Filtered 3 duplicate requests: 1 exact, 2 fragment"
+    )
+    assert duplicates_line({"total": 3, "fragment": 2, "query_filter": 2}, DuplicateHosts()) == (
+        "Filtered 3 duplicate requests: 2 fragment, 2 query_filter "
+        "(a request changed by several stages counts under each)"
     )

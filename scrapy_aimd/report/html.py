@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
 
+from scrapy_aimd.events import CLOSE_HOSTS, DuplicateHosts
+
 from .. import __version__
 from .draw import (
     REASON_GROUPS,
@@ -989,12 +991,12 @@ def _robots_and_duplicates(crawl: Crawl) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>"
         )
     if dupes:
-        parts.append(_duplicates(dupes, crawl.duplicate_hosts))
+        parts.append(_duplicates(dupes, crawl.top_duplicates))
     parts.append("</section>")
     return "".join(parts)
 
 
-def _duplicates(dupes: Mapping[str, int], hosts: Mapping[str, int]) -> str:
+def _duplicates(dupes: Mapping[str, int], hosts: DuplicateHosts) -> str:
     """The duplicates by kind and the hosts that had the most, as two small tables."""
     total = dupes.get("total", sum(v for k, v in dupes.items() if k != "total"))
     kinds = sorted(
@@ -1022,26 +1024,47 @@ def _duplicates(dupes: Mapping[str, int], hosts: Mapping[str, int]) -> str:
         '<th scope="col" title="of the duplicates">share</th></tr></thead>'
         f"<tbody>{rows}</tbody></table></div>"
     )
-    ranked = sorted(((host, n) for host, n in hosts.items() if n), key=lambda kv: (-kv[1], kv[0]))
-    if ranked:
-        shown = ranked[:DUPLICATE_HOSTS_SHOWN]
+    listed = [host for host in hosts.certain(DUPLICATE_HOSTS_SHOWN) if hosts.counts[host]]
+    heard = sum(1 for n in hosts.counts.values() if n)
+    if heard and not listed:
+        parts.append(f'<div class="table-wrap">{_more_hosts(hosts, 0, heard)}</div>')
+    elif listed:
         rows = "".join(
-            f'<tr><th scope="row">{escape(host)}</th><td>{n:,}</td>'
-            f"<td>{_percent(n, total)}</td></tr>"
-            for host, n in shown
-        )
-        more = len(ranked) - len(shown)
-        rest = (
-            f'<p class="facts">... and {more:,} more host{"s" * (more != 1)}.</p>' if more else ""
+            f'<tr><th scope="row">{escape(host)}</th><td>{hosts.text(host)}</td>'
+            f"<td>{_percent(hosts.counts[host], total)}</td></tr>"
+            for host in listed
         )
         parts.append(
             '<div class="table-wrap"><table class="duplicate-hosts"><thead><tr>'
             '<th scope="col">host</th><th scope="col">duplicates</th>'
             '<th scope="col" title="of the duplicates">share</th></tr></thead>'
-            f"<tbody>{rows}</tbody></table>{rest}</div>"
+            f"<tbody>{rows}</tbody></table>{_more_hosts(hosts, len(listed), heard)}</div>"
         )
     parts.append("</div>")
     return "".join(parts)
+
+
+def _more_hosts(hosts: DuplicateHosts, listed: int, heard: int) -> str:
+    """How many hosts with duplicates the table leaves out, from the real number
+    where the close line has it, and the most any of them can have had when
+    some are left out for want of proof (their counts are bounds)."""
+    if hosts.count is not None:
+        more, least = hosts.count - listed, hosts.count_is_least
+    else:  # an older file: only the hosts it lists are known
+        more, least = heard - listed, heard >= CLOSE_HOSTS
+    if more <= 0:
+        return ""
+    some = f"{'at least ' * least}{more:,}"
+    if listed:
+        text = f"... and {some} more host{'s' * (more != 1)}"
+    else:
+        text = f"{some} host{'s' * (more != 1)} had duplicates"
+    if listed < min(DUPLICATE_HOSTS_SHOWN, heard):
+        text += (
+            f", none with more than {hosts.beyond(listed):,} (past some thousands of hosts "
+            f"the counts are bounds, too wide to rank these)"
+        )
+    return f'<p class="facts">{text}.</p>'
 
 
 def _percent(n: int, total: int) -> str:

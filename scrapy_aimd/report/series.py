@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from scrapy_aimd.events import HOST_EVENTS
+from scrapy_aimd.events import HOST_EVENTS, DuplicateHosts
 from scrapy_aimd.host_totals import HostTotals, as_integer, as_number, pause_until
 from scrapy_aimd.report.draw import RobotsOrigin, coarsen
 
@@ -170,14 +170,20 @@ class Crawl:
     robots: dict[str, RobotsOrigin] = field(default_factory=dict)
     #: Requests dropped as already seen: ``total``, and by kind where known.
     duplicates: dict[str, int] = field(default_factory=dict)
-    #: The hosts with the most of them (a fleet's: summed over its workers).
-    duplicate_hosts: dict[str, int] = field(default_factory=dict)
+    #: The hosts with the most of them, with the bounds their counts are known
+    #: within (a fleet's: summed over its workers).
+    top_duplicates: DuplicateHosts = field(default_factory=DuplicateHosts)
     #: A fleet's workers, by when they opened (empty for one file without ``worker``).
     workers: list[str] = field(default_factory=list)
     #: Each worker's open, in seconds after the earliest worker's (its file's shift).
     worker_opened: dict[str, float] = field(default_factory=dict)
     #: Files read together that have no ``wall`` in their open line: drawn unshifted.
     unaligned: list[str] = field(default_factory=list)
+
+    @property
+    def duplicate_hosts(self) -> dict[str, int]:
+        """The hosts with the most duplicates and their counts (each an upper bound)."""
+        return self.top_duplicates.counts
 
     def host(self, name: str) -> HostSeries:
         series = self.hosts.get(name)
@@ -357,7 +363,7 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
     if event == "close":
         crawl.end = max(crawl.end, t)
         crawl.duplicates = _counts(record.get("duplicates"))
-        crawl.duplicate_hosts = _counts(record.get("duplicate_hosts"))
+        crawl.top_duplicates = DuplicateHosts.from_close(record)
         return True
     name = record.get("host")
     if not isinstance(name, str) or not name:
@@ -462,7 +468,7 @@ def _finish(crawl: Crawl, closes: list[dict[str, Any]], *, files: int) -> None:
     crawl.close_reason = reason if isinstance(reason, str) else None
     if files > 1:
         crawl.duplicates = _summed(closes, "duplicates")
-        crawl.duplicate_hosts = _summed(closes, "duplicate_hosts")
+        crawl.top_duplicates = DuplicateHosts.combined(map(DuplicateHosts.from_close, closes))
     rows: dict[str, list[HostTotals]] = {}
     for close in closes:
         hosts = close.get("hosts")
