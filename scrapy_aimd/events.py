@@ -39,7 +39,7 @@ EVENTS: Final[Mapping[str, tuple[str, ...]]] = {
     "resume": (),
     "change": ("delay", "limit", "crawl_delay"),
     "cached": ("status",),
-    "robots": ("origin", "status", "outcome", "crawl_delay"),
+    "robots": ("origin", "status", "outcome", "crawl_delay", "shared"),
     "close": (
         "reason",
         "hosts",

@@ -890,9 +890,15 @@ class FleetScheduler:
             self.wake.now()
 
     def robots_fetched(
-        self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+        self,
+        origin: str,
+        status: int | None,
+        outcome: str,
+        crawl_delay: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
-        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay)
+        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay, shared=shared)
 
     def robots_known(self, origin: str) -> RobotsAnswer | None:
         """The answer another worker stored for ``origin`` (one round trip, once per

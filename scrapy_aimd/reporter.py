@@ -172,9 +172,17 @@ class Reporter:
         )
 
     def robots(
-        self, now: float, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+        self,
+        now: float,
+        origin: str,
+        status: int | None,
+        outcome: str,
+        crawl_delay: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
-        """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``."""
+        """What an origin's robots.txt came to: ``rules``, ``allow_all`` or ``unreachable``;
+        ``shared``: the answer another worker of a fleet fetched."""
         self._event(
             "robots",
             now,
@@ -183,6 +191,7 @@ class Reporter:
             status=status,
             outcome=outcome,
             crawl_delay=crawl_delay,
+            shared=shared,
         )
 
     def close(self, now: float, reason: str, hosts: Iterable[tuple[str, HostController]]) -> None:

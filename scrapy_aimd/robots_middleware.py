@@ -114,10 +114,17 @@ class RobotsListener(Protocol):
         """robots.txt asks for ``crawl_delay``; the host's gap keeps to ``floor``."""
 
     def robots_fetched(
-        self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+        self,
+        origin: str,
+        status: int | None,
+        outcome: str,
+        crawl_delay: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
         """A fetch of ``origin``'s robots.txt came to ``outcome`` (``rules``,
-        ``allow_all`` or ``unreachable``); ``status`` is None without a response."""
+        ``allow_all`` or ``unreachable``); ``status`` is None without a response;
+        ``shared``: another process of the crawl fetched it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,7 +389,9 @@ class RobotsTxtMiddleware:
                 result = self.book.fetched(origin, now, answer.status, answer.body, user_agent)
                 if answer.truncated:
                     result = replace(result, truncated=True)
-            self._after(origin, result, f"status {answer.status}, shared", answer.status)
+            self._after(
+                origin, result, f"status {answer.status}, shared", answer.status, shared=True
+            )
         except Exception:
             self._recover(origin)
 
@@ -436,10 +445,20 @@ class RobotsTxtMiddleware:
         self._after(origin, result, failure.getErrorMessage(), None)
         self._share(origin, result, status, b"")
 
-    def _after(self, origin: str, result: FetchResult, what: str, status: int | None) -> None:
+    def _after(
+        self,
+        origin: str,
+        result: FetchResult,
+        what: str,
+        status: int | None,
+        *,
+        shared: bool = False,
+    ) -> None:
         self._count_memory()
         if self.listener is not None:
-            self.listener.robots_fetched(origin, status, result.outcome.value, result.crawl_delay)
+            self.listener.robots_fetched(
+                origin, status, result.outcome.value, result.crawl_delay, shared=shared
+            )
         if result.crawl_delay_invalid is not None:
             self.stats.inc_value("aimd/robots/crawl_delay_invalid")
             logger.warning(

@@ -480,9 +480,15 @@ class AimdScheduler:
             self.wake.now()
 
     def robots_fetched(
-        self, origin: str, status: int | None, outcome: str, crawl_delay: float | None
+        self,
+        origin: str,
+        status: int | None,
+        outcome: str,
+        crawl_delay: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
-        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay)
+        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay, shared=shared)
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         controller = self.frontier.controller(host)

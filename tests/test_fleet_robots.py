@@ -75,8 +75,12 @@ def test_three_workers_fetch_each_robots_txt_once(tmp_path: Path, server: RedisS
     assert [r["status"] for r in robots_of(log, "flaky")] == [503, 200]
     assert [r["status"] for r in robots_of(log, "down")] == [503, 503]
     assert total(fleet, "aimd/fleet/robots/fetched") == 6
-    # Every other worker took each of the four answers from Redis.
+    # Every other worker took each of the four answers from Redis, and its events
+    # file says so; the fetching worker's says it fetched them.
     assert total(fleet, "aimd/fleet/robots/shared") == 2 * 4
+    robots = [e for w in fleet for e in w.events() if e["event"] == "robots"]
+    assert sum(e["shared"] for e in robots) == 2 * 4, robots
+    assert sum(not e["shared"] for e in robots if e["outcome"] != "unreachable") == 3, robots
     summary = summarize(log, SPECS)
     # What robots.txt disallows stays unfetched in every worker; the rest once.
     for name in ("rules", "flaky"):
