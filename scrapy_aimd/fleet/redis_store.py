@@ -110,8 +110,8 @@ def unpack_fields(packed: bytes) -> list[bytes]:
         while at < end:
             colon = packed.index(b":", at)
             stop = colon + 1 + int(packed[at:colon])
-            if stop > end:
-                raise ValueError("cut short")
+            if not colon < stop <= end:  # a negative length would go back for ever
+                raise ValueError("cut short" if stop > end else "a negative length")
             fields.append(packed[colon + 1 : stop])
             at = stop
     except ValueError as exc:
