@@ -647,10 +647,12 @@ class FleetFrontier(Generic[T]):
         result = self._apply(answer, data)
         # The next answer of the same host in this call goes on from this one (the
         # script takes none after one that lost its race).
-        self._hosts[host] = HostData(
+        after = self._hosts[host] = HostData(
             data.version + 1, result.state, result.tickets, data.log[result.replayed :]
         )
         result.replica.stored(data.version + 1, result.state, result.tickets)
+        if not after.log:  # nothing left to replay: controller() has it as it is
+            result.replica.viewed = after
         self._replicas[host] = result.replica
         return self._feedback_args(answer, data, result)
 
