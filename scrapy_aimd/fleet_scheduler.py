@@ -557,17 +557,20 @@ class FleetScheduler:
         ``FLUSH_AFTER``."""
         assert self.frontier is not None
         now, back = self.fleet.now(), []
-        over: dict[str, int] = {}
+        # Per host, asked once a call: how many over its limit (all, if paused), its gap.
+        hosts: dict[str, list[float]] = {}
         for entry in list(self.claimed):
-            host = entry[0].host
-            known = self._controller(host)
-            if host not in over:
-                paused = known.paused_until > now
-                over[host] = CLAIM_BATCH if paused else known.in_flight - known.concurrency
-            if over[host] > 0 or 0 < known.delay <= now - entry[0].started:
-                over[host] -= 1
+            claim = entry[0]
+            known = hosts.get(claim.host)
+            if known is None:
+                controller = self._controller(claim.host)
+                paused = controller.paused_until > now
+                over = CLAIM_BATCH if paused else controller.in_flight - controller.concurrency
+                known = hosts[claim.host] = [over, controller.delay]
+            if known[0] > 0 or 0 < known[1] <= now - claim.started:
+                known[0] -= 1
                 self.claimed.remove(entry)
-                back.append(entry[0].lease)
+                back.append(claim.lease)
         if back:
             self.frontier.give_back_later(back)
             self._flush_soon()

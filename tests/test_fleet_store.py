@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import given
+from hypothesis import strategies as st
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
@@ -28,7 +30,7 @@ from scrapy_aimd.fleet import (
     SharedRobots,
     Wait,
 )
-from scrapy_aimd.fleet.redis_store import sort_score
+from scrapy_aimd.fleet.redis_store import sort_score, unpack_fields
 from scrapy_aimd.fleet.rules import Replica
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -857,6 +859,34 @@ def test_scripts_are_packed_as_redis_py_packs_them() -> None:
     assert pack_evalsha("f00", arguments) == expected
     with pytest.raises(redis.DataError):
         pack_evalsha("f00", (True,))
+
+
+@given(st.lists(st.binary(max_size=40), max_size=12))
+def test_a_packed_reply_unpacks_to_its_values(values: list[bytes]) -> None:
+    """``<length>:<bytes>`` per value, as ``pack`` in common.lua writes them (values
+    holding colons and digits included)."""
+    packed = b"".join(b"%d:%b" % (len(value), value) for value in values)
+    assert unpack_fields(packed) == values
+
+
+@pytest.mark.parametrize(
+    "packed",
+    [b"3:ab", b"x:ab", b"2ab", b"-2:ab", b"-3:ab", b"1:a-1:", b"0:-1:", b":", b"9" * 30 + b":a"],
+)
+def test_a_broken_reply_is_a_store_error(packed: bytes) -> None:
+    """Cut short, a length that is not a number, no colon, a negative length (it
+    would step back for ever): a FleetStoreError, never a hang or another error."""
+    with pytest.raises(FleetStoreError, match="reply cannot be read"):
+        unpack_fields(packed)
+
+
+@given(st.binary(max_size=60))
+def test_any_reply_unpacks_or_is_a_store_error(packed: bytes) -> None:
+    try:
+        fields = unpack_fields(packed)
+    except FleetStoreError:
+        return
+    assert sum(len(field) for field in fields) <= len(packed)
 
 
 # -- robots.txt, fetched once per fleet (scrapy_aimd.fleet.robots_store) --------------

@@ -110,8 +110,8 @@ def unpack_fields(packed: bytes) -> list[bytes]:
         while at < end:
             colon = packed.index(b":", at)
             stop = colon + 1 + int(packed[at:colon])
-            if stop > end:
-                raise ValueError("cut short")
+            if not colon < stop <= end:  # a negative length would go back for ever
+                raise ValueError("cut short" if stop > end else "a negative length")
             fields.append(packed[colon + 1 : stop])
             at = stop
     except ValueError as exc:
@@ -647,10 +647,12 @@ class FleetFrontier(Generic[T]):
         result = self._apply(answer, data)
         # The next answer of the same host in this call goes on from this one (the
         # script takes none after one that lost its race).
-        self._hosts[host] = HostData(
+        after = self._hosts[host] = HostData(
             data.version + 1, result.state, result.tickets, data.log[result.replayed :]
         )
         result.replica.stored(data.version + 1, result.state, result.tickets)
+        if not after.log:  # nothing left to replay: controller() has it as it is
+            result.replica.viewed = after
         self._replicas[host] = result.replica
         return self._feedback_args(answer, data, result)
 

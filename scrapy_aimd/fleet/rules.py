@@ -215,10 +215,11 @@ class Replica:
     def replay(self, log: Sequence[str], at: float) -> None:
         """Replay the entries of ``log`` past those replayed, up to ``at`` (each
         start as ``start``, each cancel as ``cancel``). Raises ValueError."""
+        done = len(self.replayed)
+        if done >= len(log):
+            return  # most calls: nothing new (a reply about the host with no start since)
         controller, tickets = self.controller, self.tickets
-        for raw, (kind, entry_lease, t) in zip(
-            log[len(self.replayed) :], parse_log(log[len(self.replayed) :]), strict=True
-        ):
+        for raw, (kind, entry_lease, t) in zip(log[done:], parse_log(log[done:]), strict=True):
             if t > at:
                 break
             if kind == "s":
