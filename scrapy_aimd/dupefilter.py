@@ -537,11 +537,6 @@ class AimdDupeFilter:
             return (EXACT,)
         return self._changed_stages(request.url) or (EXACT,)
 
-    def top_hosts(self, n: int) -> list[tuple[str, int]]:
-        """The ``n`` hosts with the most duplicates, most first (see :class:`TopCounts`):
-        each count an upper bound (:meth:`duplicate_hosts` says how far off)."""
-        return self.hosts.top(n)
-
     def duplicate_hosts(self, n: int) -> DuplicateHosts:
         """The ``n`` hosts with the most duplicates, with the bounds of their counts,
         and how many hosts had any."""

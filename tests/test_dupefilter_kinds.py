@@ -135,8 +135,8 @@ def test_the_hosts_with_the_most_duplicates() -> None:
             assert dupefilter.request_seen(request) is seen
         dupefilter.log(request, spider)
     # host keys as the controllers (the summary, the events) have them
-    assert dupefilter.top_hosts(10) == [("a.test", 4), ("b.test:8080", 1), ("slot-c", 1)]
-    assert dupefilter.top_hosts(1) == [("a.test", 4)]
+    assert dupefilter.hosts.top(10) == [("a.test", 4), ("b.test:8080", 1), ("slot-c", 1)]
+    assert dupefilter.hosts.top(1) == [("a.test", 4)]
 
 
 # --- TopCounts: the hosts' counts in bounded memory ----------------------------

@@ -24,7 +24,7 @@ from fleetcrawl import FLEET, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, Reaction
-from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item
+from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item, redis_store
 from sitefarm import HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -233,12 +233,14 @@ def _claims(worker: FleetFrontier[bytes], count: int) -> list[Claim[bytes]]:
 
 
 def test_a_turn_holds_other_workers_answers_until_its_holder_stores(
-    server: RedisServer, raw: redis.Redis, prefix: str
+    server: RedisServer, raw: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While A holds the host's turn, B's answer, though computed on the latest
     state, is told to wait (no store, no round trip while it waits); A's next call
     stores its answer on the state its loss showed, with the reaction it was told;
-    then B's is stored on A's. Every answer once: one version each."""
+    then B's is stored on A's. Every answer once: one version each. (A turn of 2 s:
+    a busy machine can stall longer than the 50 ms of the default.)"""
+    monkeypatch.setattr(redis_store, "TURN_TIME", 2.0)
     a, b, _, other = _turn_taken(server.url, prefix)
     told: list[Reaction | None] = []
     b.finish_later(other, status=200, latency=0.001, then=told.append, done=True)
@@ -246,7 +248,7 @@ def test_a_turn_holds_other_workers_answers_until_its_holder_stores(
     assert told == [] and b.waiting and b.contention.turn_waits == 1
     assert b.counters.conflicts == 0  # not a lost race: it never tried
     wait = b.retry_in()
-    assert wait is not None and 0 < wait <= 0.05 + 0.01
+    assert wait is not None and 0 < wait <= redis_store.TURN_TIME + 0.01
     trips = b.counters.round_trips
     b.flush()  # nothing that may go: no round trip
     assert b.counters.round_trips == trips and told == []
@@ -260,10 +262,12 @@ def test_a_turn_holds_other_workers_answers_until_its_holder_stores(
 
 
 def test_a_killed_turn_holder_never_wedges_its_host(
-    server: RedisServer, raw: redis.Redis, prefix: str
+    server: RedisServer, raw: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A is killed holding the host's turn: B's answer waits for the turn's end on
-    Redis's clock (50 ms), not longer, and is then stored."""
+    Redis's clock, not longer, and is then stored. (A turn of 0.3 s, not the
+    default 50 ms, so that a stalled test still finds it held.)"""
+    monkeypatch.setattr(redis_store, "TURN_TIME", 0.3)
     a, b, _, other = _turn_taken(server.url, prefix)
     a.fleet.close()  # killed: its answer never goes again
     told: list[Reaction | None] = []

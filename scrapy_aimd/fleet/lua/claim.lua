@@ -5,7 +5,7 @@
 -- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as the 14 values of store_feedback (common.lua)
 -- and '1' if its reply should carry the host's log; each done lease as its id;
--- each lease given back as its id (as give_back.lua).
+-- each lease given back as its id (put back in its queue at once).
 -- What a worker learnt since its last call goes with its next claim, in this
 -- order: the requests queued (before the leases of their parents go), the
 -- sends, the answers (a host whose feedback lost the race here, or was told to
