@@ -546,6 +546,43 @@ def test_a_host_closed_at_first_is_crawled_at_its_pace_once_its_pause_ends() -> 
     assert result.throttled <= 3, result
 
 
+@pytest.mark.parametrize(("closed", "retry_after"), [(5.0, 1.0), (10.0, 2.0), (30.0, 1.0)])
+def test_a_host_closed_for_a_while_with_short_pauses_is_crawled_at_its_pace_once_it_opens(
+    closed: float, retry_after: float
+) -> None:
+    # 429 with the same short Retry-After to everything while closed, then room for 6
+    # at 50 ms (a maintenance window, a fixed-window limiter). The refusals come one
+    # a pause: they say the host is closed, not what pace it takes once open. Read as
+    # its pace, a 5 s closure held the gap near 2.4 s for good: 150 pages took 324 s.
+    best = closed + 150 * 0.05 / 6
+    result = crawl_pages(
+        ControllerConfig(),
+        PausedHost(closed, CapacityHost(6, 0.05), retry_after=retry_after),
+        150,
+        robots=0.003,
+    )
+    # The first request after it opens comes at most a quarter of the closed time
+    # late, plus a pause; then the host goes at its pace.
+    assert result.duration <= best + 0.25 * closed + retry_after + 1.0, result
+
+
+def test_a_host_closed_at_first_comes_back_with_slow_start() -> None:
+    # Refusals before any page say nothing of the host's capacity: once it opens, the
+    # limit doubles per round as for a new host (additive growth from 1 took 6 rounds
+    # to reach 6).
+    host = make(initial_backoff=1.0)
+    now = 0.0
+    for _ in range(4):
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=429, latency=0.01, retry_after=1.0)
+        now += 0.01
+    assert host.delay >= 1.0  # polled ever more rarely while closed
+    now = max(now, host.ready_at(now))
+    host.finish(host.start(now), now + 0.05, status=200, latency=0.05)
+    assert host.delay == 0.0
+    assert host.state()["slow_start"] is True
+
+
 def test_rate_limit_never_narrows_the_gap() -> None:
     # A stale fast pace must not narrow a gap that the host already needed.
     host = make(margin=0.25)
@@ -1468,15 +1505,17 @@ class TokenBucket:
 
 @dataclasses.dataclass
 class PausedHost:
-    """Closed for the first ``closed`` seconds (429 with a Retry-After to their end),
-    then ``then``: the benchmark farm's ``paused`` host."""
+    """Closed for the first ``closed`` seconds (429 with a Retry-After to their end,
+    or of ``retry_after`` seconds every time), then ``then``: the benchmark farm's
+    ``paused`` host."""
 
     closed: float
     then: ModelHost
+    retry_after: float | None = None
 
     def answer(self, now: float) -> tuple[int, float, float | None]:
         if now < self.closed:
-            return 429, 0.005, self.closed - now
+            return 429, 0.005, self.closed - now if self.retry_after is None else self.retry_after
         return self.then.answer(now)
 
 
@@ -1861,6 +1900,12 @@ SCENARIOS: dict[str, Scenario] = {
     # benchmark farm's paused host).
     "closed 3 s, then capacity 6, 50 ms": Scenario(
         lambda: PausedHost(3.0, CapacityHost(6, 0.05)), 6 / 0.05 * 597 / 600, 0.9
+    ),
+    # Closed for 5 s (429 with Retry-After: 1 to everything), then room for 6.
+    "closed 5 s, RA 1, then capacity 6": Scenario(
+        lambda: PausedHost(5.0, CapacityHost(6, 0.05), retry_after=1.0),
+        6 / 0.05 * 595 / 600,
+        0.9,
     ),
     # A healthy host that answers 503 for a minute at 60 s.
     "outage 60 s, 0.1 s": Scenario(
@@ -2395,6 +2440,14 @@ def print_new_cases() -> None:
         print(
             f"outage of {length:g} s (503, no Retry-After): full pace {took:.1f} s after it"
             f" began (target {2 * length + 30:g} s)"
+        )
+    for closed in (5.0, 30.0):
+        model = PausedHost(closed, CapacityHost(6, 0.05), retry_after=1.0)
+        r = crawl_pages(ControllerConfig(), model, 150, robots=0.003)
+        print(
+            f"closed {closed:g} s (429, Retry-After: 1), then capacity 6, 50 ms:"
+            f" 150 pages in {r.duration:.1f} s (ideal {closed + 150 * 0.05 / 6:.2f} s),"
+            f" {r.throttled} refused"
         )
     rounds = rounds_to_capacity(10, 1.0, 16)
     print(

@@ -479,3 +479,40 @@ def test_a_host_that_refuses_every_page_with_no_pause_is_not_hammered(
     assert result.stats.get("finish_reason") == "closespider_timeout", result.log[-2000:]
     assert 1 <= len(pages) <= 8, pages
     assert not result.stats.get("aimd/requeue/gave_up"), result.stats
+
+
+def test_a_host_closed_for_a_while_is_crawled_at_its_pace_once_it_opens(tmp_path: Path) -> None:
+    # 429 with Retry-After: 1 to every page for 4 s from the first, then every page at
+    # once: the refusals, one a pause, say the host is closed, not its pace. Read as
+    # its pace, the gap stayed near 2 s after it opened (20 pages, 40 s and more).
+    closed = 4.0
+    first: list[float] = []
+    served: list[float] = []
+    lock = threading.Lock()
+
+    def answer(path: str) -> Answer:
+        if path == "/robots.txt":
+            return 404, {}, b""
+        now = time.monotonic()
+        with lock:
+            first.append(now)
+            if now < first[0] + closed:
+                return 429, {"Retry-After": "1"}, b""
+            served.append(now)
+        return PAGE
+
+    with serve(answer) as (url, paths):
+        result = run_crawl(
+            [f"{url}/p{i}" for i in range(20)],
+            tmp_path / "crawl",
+            {**AIMD, "CLOSESPIDER_TIMEOUT": 60},
+            timeout=120,
+        )
+    assert result.stats.get("finish_reason") == "finished", result.log[-2000:]
+    pages = {p for p in paths if p != "/robots.txt"}
+    assert len(pages) == 20 and len(served) == 20, (pages, served)
+    # Once open: the first page within a quarter of the closed time and a pause, the
+    # other 19 within a few seconds more (generous: a loaded machine).
+    opened = first[0] + closed
+    assert served[0] - opened <= 0.25 * closed + 1.0 + 1.5, served[0] - opened
+    assert served[-1] - served[0] <= 6.0, served[-1] - served[0]
