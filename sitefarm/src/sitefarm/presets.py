@@ -141,11 +141,12 @@ def benchmark_farm() -> list[HostSpec]:
 
     Besides the kinds of pushing back (a hard capacity answering 503, a soft one that
     slows down, token buckets with Retry-After in seconds or as an HTTP-date, a 429 pause
-    at the start, 500s, a Crawl-delay), three hosts answer robots.txt, redirects and 404s
-    in milliseconds while their pages take hundreds (``slow``, ``dynamic``, ``mixed``),
-    one of them with half its pages static (``mixed``); ``outage`` answers 503 without
-    Retry-After for 5 s once the crawl is under way, and ``bursty`` is a bucket of
-    20 requests/s that also takes a burst of 20.
+    at the start with a short fixed Retry-After, as most servers send it (``paused``),
+    500s, a Crawl-delay), three hosts answer robots.txt, redirects and 404s in
+    milliseconds while their pages take hundreds (``slow``, ``dynamic``, ``mixed``), one
+    of them with half its pages static (``mixed``); ``outage`` answers 503 without
+    Retry-After for 5 s once the crawl is under way, and ``bursty`` is a bucket of 20
+    requests/s that also takes a burst of 20.
     """
     names = [
         "fast",
@@ -231,6 +232,7 @@ def benchmark_farm() -> list[HostSpec]:
             latency=0.05,
             capacity=6,
             pause_first=3.0,
+            pause_retry_after=1,
             cross_links=ring("paused"),
             seed=18,
         ),
