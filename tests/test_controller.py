@@ -566,6 +566,16 @@ def test_a_host_closed_for_a_while_with_short_pauses_is_crawled_at_its_pace_once
     assert result.duration <= best + 0.25 * closed + retry_after + 1.0, result
 
 
+@pytest.mark.parametrize(("window", "limit"), [(10.0, 20), (60.0, 100)])
+def test_a_fixed_window_limiter_is_crawled_window_by_window(window: float, limit: int) -> None:
+    # 20 requests per 10 s window, then 429 with Retry-After: 1 until the next: each
+    # used-up window is a closed host. Read as its pace, the refusals held the gap far
+    # above a window's share: 300 pages took 1,203 s (5,583 s at 100 per 60 s).
+    best = (math.ceil(300 / limit) - 1) * window
+    result = crawl_pages(ControllerConfig(), FixedWindowHost(window, limit, 1.0), 300)
+    assert result.duration <= 1.25 * best, result
+
+
 def test_a_host_closed_at_first_comes_back_with_slow_start() -> None:
     # Refusals before any page say nothing of the host's capacity: once it opens, the
     # limit doubles per round as for a new host (additive growth from 1 took 6 rounds
@@ -1520,6 +1530,28 @@ class PausedHost:
 
 
 @dataclasses.dataclass
+class FixedWindowHost:
+    """A fixed-window limiter: ``limit`` requests per window of ``window`` seconds,
+    then 429 with the same ``retry_after`` until the next window."""
+
+    window: float
+    limit: int
+    retry_after: float
+    latency: float = 0.05
+    current: int = -1
+    count: int = 0
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        index = math.floor(now / self.window)
+        if index != self.current:
+            self.current, self.count = index, 0
+        if self.count >= self.limit:
+            return 429, 0.005, self.retry_after
+        self.count += 1
+        return 200, self.latency, None
+
+
+@dataclasses.dataclass
 class CapacityHost:
     """A server with ``capacity`` workers: 503 above that many at once, with
     ``retry_after`` as its Retry-After (none by default)."""
@@ -2447,6 +2479,13 @@ def print_new_cases() -> None:
         print(
             f"closed {closed:g} s (429, Retry-After: 1), then capacity 6, 50 ms:"
             f" 150 pages in {r.duration:.1f} s (ideal {closed + 150 * 0.05 / 6:.2f} s),"
+            f" {r.throttled} refused"
+        )
+    for window, limit in ((10.0, 20), (60.0, 100)):
+        r = crawl_pages(ControllerConfig(), FixedWindowHost(window, limit, 1.0), 300)
+        print(
+            f"fixed window of {limit} per {window:g} s (429, Retry-After: 1): 300 pages in"
+            f" {r.duration:.0f} s (ideal {(math.ceil(300 / limit) - 1) * window:.0f} s),"
             f" {r.throttled} refused"
         )
     rounds = rounds_to_capacity(10, 1.0, 16)
