@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import pytest
 
 from scrapy_aimd.core.controller import (
+    LONE_AFTER,
     ControllerConfig,
     HostController,
     HostNotReady,
@@ -591,6 +592,81 @@ def test_a_host_closed_at_first_comes_back_with_slow_start() -> None:
     host.finish(host.start(now), now + 0.05, status=200, latency=0.05)
     assert host.delay == 0.0
     assert host.state()["slow_start"] is True
+
+
+def refuse_one(host: HostController, now: float) -> float:
+    """One request, started as soon as allowed, answered 503 without Retry-After."""
+    now = max(now, host.ready_at(now))
+    host.finish(host.start(now), now + 0.01, status=503, latency=0.01)
+    return now + 0.01
+
+
+def test_a_lone_503_on_a_host_steady_at_its_limit_changes_nothing() -> None:
+    # A load balancer with a bad backend answers a few requests 503 whatever the load:
+    # one among LONE_AFTER good answers at the same limit and gap is not an overload.
+    host = make(max_concurrency=4)
+    now = grow_to(host, 4)
+    for _ in range(LONE_AFTER // 4 + 1):
+        now = good_round(host, now)
+    now = refuse_one(host, now)
+    assert (host.concurrency, host.delay) == (4, 0.0)
+    # Another soon after is one too many: the host is read as overloaded.
+    now = good_round(host, now)
+    refuse_one(host, now)
+    assert host.concurrency == 2
+
+
+def test_a_503_right_after_the_limit_grew_is_acted_on() -> None:
+    # The refusal that answers a probe (the limit just grew, however many good answers
+    # came before) says the new limit is too many.
+    host = make(max_concurrency=8)
+    now = grow_to(host, 4)
+    host.finish(host.start(now), now + 0.01, status=503, latency=0.01)  # slow start ends
+    now += 0.01
+    while host.concurrency < 4:
+        now = good_round(host, now)
+    for _ in range(LONE_AFTER // 4 + 1):
+        now = good_round(host, now + 31.0)  # probe_time on: the limit may grow
+        if host.concurrency > 4:
+            break
+    assert host.concurrency == 5
+    refuse_one(host, now)
+    assert host.concurrency == 3
+
+
+def test_a_limit_served_lately_is_not_held_below_after_a_refusal_at_it() -> None:
+    # Refused at a limit whose full round went well lately, the host is not known to be
+    # full there: the limit halves, then grows back past it without waiting probe_time.
+    host = make(max_concurrency=8)
+    now = grow_to(host, 8)
+    now = good_round(host, now)  # a full round at 8 went well
+    now = refuse_one(host, now)  # the limit grew 8 answers ago: not a lone one
+    assert host.concurrency == 4
+    for _ in range(8):
+        now = good_round(host, now)
+    assert host.concurrency == 8
+
+
+@dataclasses.dataclass
+class RandomRefusals:
+    """``then``, but a share ``p`` of the requests, whatever the load, answer 503."""
+
+    p: float
+    then: ModelHost
+    rng: random.Random = dataclasses.field(default_factory=lambda: random.Random(5))
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if self.rng.random() < self.p:
+            return 503, 0.01, None
+        return self.then.answer(now)
+
+
+def test_a_host_that_refuses_one_percent_whatever_the_load_keeps_its_pace() -> None:
+    # 1 % of 503s at random from a host that serves 8 at once at 0.1 s: read as
+    # overloads, they ratcheted the limit to 1 and the gap up: 2,000 pages took 412 s
+    # instead of 25 s.
+    result = crawl_pages(ControllerConfig(), RandomRefusals(0.01, CapacityHost(8, 0.1)), 2000)
+    assert result.duration <= 25.0 / 0.4, result
 
 
 def test_rate_limit_never_narrows_the_gap() -> None:
@@ -2203,7 +2279,9 @@ def test_an_outage_in_progress_round_trips_through_its_state() -> None:
     now = grow_to(host, 8)
     for _ in range(30):
         now = good_round(host, now)
-    now = refused_until(host, now, math.inf, most=8)
+    # Nine refusals: the first, after 240 good answers at a steady limit, is a lone one
+    # (LONE_AFTER) and changes nothing; the eight after it prove the outage.
+    now = refused_until(host, now, math.inf, most=9)
     state = json.loads(json.dumps(host.state(), allow_nan=False))
     assert state["memory"]["outage"]["proven"] is True
     twin = HostController.from_state(cfg, state)
@@ -2487,6 +2565,13 @@ def print_new_cases() -> None:
             f"fixed window of {limit} per {window:g} s (429, Retry-After: 1): 300 pages in"
             f" {r.duration:.0f} s (ideal {(math.ceil(300 / limit) - 1) * window:.0f} s),"
             f" {r.throttled} refused"
+        )
+    for share in (0.01, 0.03):
+        model = RandomRefusals(share, CapacityHost(8, 0.1))
+        r = crawl_pages(ControllerConfig(), model, 2000)
+        print(
+            f"{share:.0%} of 503s at random, capacity 8, 0.1 s: 2,000 pages in"
+            f" {r.duration:.1f} s (ideal 25 s), {r.throttled} refused"
         )
     rounds = rounds_to_capacity(10, 1.0, 16)
     print(

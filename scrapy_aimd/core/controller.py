@@ -142,6 +142,15 @@ time, against 0.74 twice). Simulated strict buckets gain from 0.5 over a long cr
 (a crawl of 100 pages from a bucket of 5/s with a burst of 1: 0.88 of its rate,
 against 0.85), and lose at 0.25 (0.85, with more refusals)."""
 SNAP = 0.001
+
+#: Answers since the last refusal after which a ``503`` or a timeout without a
+#: ``Retry-After`` is a lone one: counted, not acted on, unless another follows within
+#: as many answers. A host whose load balancer answers 1 % of requests ``503``
+#: whatever the load (a bad backend in a pool) ratcheted its limit down to 1 and its
+#: gap up: 2,000 pages of a host serving 8 at once took 412 s instead of 25 s in the
+#: controller simulation. A real overload refuses again within a round, so it costs
+#: at most one round more per this many answers (2 %).
+LONE_AFTER = 50
 """A gap within this many seconds of its target is at it (below the send jitter of a
 busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
 simulated host."""
@@ -585,6 +594,10 @@ class HostController:
     """When the host last went back to its state from before an outage."""
     _answered_well: bool = field(init=False, default=False)
     """A page of the host came back 2xx or 3xx (see :attr:`answered_well`)."""
+    _served: tuple[int, float] | None = field(init=False, default=None)
+    """The limit of the latest full round that went well, and when."""
+    _since_refusal: int = field(init=False, default=0)
+    """Answers since the host last refused (see ``LONE_AFTER``)."""
     _unloaded: float | None = field(init=False, default=None)
     """The lowest median page latency of slow start's rounds: the host's pages at a
     load it took without slowing (see ``KNEE_RISE``)."""
@@ -702,12 +715,14 @@ class HostController:
                 reaction = self._rate_limit(ticket, now, paused, counts=status == 429)
             else:
                 reaction = self._overload(ticket, now, paused=paused)
+            self._since_refusal = 0
             asked_later = status == 429 or paused is not None
             return replace(reaction, refused=asked_later or self._answered_well)
         self._accepted.append(active_start)
         if len(self._accepted) > self.cfg.pace_samples:
             del self._accepted[0]
         self._note_accepted(ticket.started)
+        self._since_refusal += 1
         if not 200 <= status < 400:
             if page and ticket.round == self._round_number:
                 self._count_served(ticket, status, now)
@@ -783,7 +798,9 @@ class HostController:
         if self._release(ticket, now) is None:
             return _IGNORED
         if timeout:
-            return replace(self._overload(ticket, now), refused=self._answered_well)
+            reaction = self._overload(ticket, now)
+            self._since_refusal = 0
+            return replace(reaction, refused=self._answered_well)
         return Reaction(kind="neutral", decreased=False)
 
     def cancel(self, ticket: Ticket) -> None:
@@ -897,6 +914,8 @@ class HostController:
         """
         if not self._acted_on(ticket):
             return Reaction(kind="overload", decreased=False, paused_until=paused)
+        if marks_pushback and paused is None and self._since_refusal >= LONE_AFTER:
+            return Reaction(kind="overload", decreased=False)  # a lone one: see LONE_AFTER
         self._survivors, self._survivor_fetches = None, []
         streak = self._note_refusal(now) if marks_pushback else None
         if not marks_pushback:
@@ -909,7 +928,16 @@ class HostController:
                 # Overloaded again with no good answer in between (an outage): the
                 # limit to be wary of is still the first one.
                 limit = max(limit, earlier[0])
-            self._overloaded_at = (limit, now)
+            served = self._served
+            if (
+                not marks_pushback
+                or served is None
+                or served[0] < limit
+                or now - served[1] >= self.cfg.probe_time
+            ):
+                self._overloaded_at = (limit, now)
+            # else: a full round at this limit went well lately; refused at it, the host
+            # is not known to be full there (a 503 whatever the load): no hold below it.
             self._concurrency = (self._concurrency + 1) // 2
         else:
             spacing, _ = self._pushback_spacing(now)
@@ -1240,16 +1268,15 @@ class HostController:
     def _grow(self, now: float) -> None:
         """Grow the limit if a full round at it used it and loaded the host."""
         round_, floor = self._round, self.floor
-        if (
-            not self.cfg.adaptive
-            or self._concurrency >= self.cfg.max_concurrency
-            or self._rise is not None  # judging a rise: at the lower load
-        ):
+        if not self.cfg.adaptive or self._rise is not None:  # judging a rise: lower load
             return
         # Where the gap is still above its floor, the limit grows only if it held the
         # host back (the limit, not the gap, set the pace).
         used = round_.reached_limit if self._gap <= floor else round_.held_back
         if round_.good < self._concurrency or not used or not self._loaded(round_, now):
+            return
+        self._served = (self._concurrency, now)
+        if self._concurrency >= self.cfg.max_concurrency:
             return
         overloaded_at = self._overloaded_at
         if overloaded_at is not None and self._concurrency + 1 >= overloaded_at[0]:
@@ -1262,6 +1289,7 @@ class HostController:
             return
         grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
         self._concurrency = min(self.cfg.max_concurrency, grown)
+        self._since_refusal = 0  # a refusal at the new limit says it is too many
         self._fresh_round(now)
 
     def _note_round_page(self, latency: float, now: float) -> None:
@@ -1386,6 +1414,7 @@ class HostController:
                 step = max(step, (gap - top) * share)
             gap -= step
         self._set_gap(gap)
+        self._since_refusal = 0  # a refusal at the narrower gap says it is too narrow
         if self._gap <= floor:
             self._remember_pushback(None, rate_gap=None)
 
@@ -1500,6 +1529,8 @@ class HostController:
             "outage": None if self._outage is None else _outage_state(self._outage),
             "restored_at": _finite_or_none(self._restored_at),
             "answered_well": self._answered_well,
+            "since_refusal": self._since_refusal,
+            "served": None if self._served is None else list(self._served),
             "round_pages": list(rnd.pages),
             "unloaded": self._unloaded,
         }
@@ -1619,6 +1650,9 @@ class HostController:
         self._outage = _state_outage(m.get("outage"))
         self._restored_at = _state_time(m, "restored_at", -math.inf)
         self._answered_well = _state_bool(m, "answered_well", self._answered_well)
+        self._since_refusal = _state_int(m, "since_refusal", 0, 0)
+        served = _state_pair(m, "served")
+        self._served = None if served is None else (int(served[0]), served[1])
         rnd.pages = _state_floats(m, "round_pages", m.get("round_pages", []), None)[
             -LATENCY_SAMPLES:
         ]
@@ -1678,7 +1712,7 @@ def _moved_memory(memory: Mapping[str, Any], offset: float) -> dict[str, Any]:
     moved = dict(memory)
     for key in _MEMORY_TIMES:
         moved[key] = move(moved.get(key))
-    for key in ("latency_floor", "overloaded_at"):
+    for key in ("latency_floor", "overloaded_at", "served"):
         pair = moved.get(key)
         if isinstance(pair, list) and len(pair) == 2:
             moved[key] = [pair[0], move(pair[1])]
