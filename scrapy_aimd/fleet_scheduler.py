@@ -472,7 +472,10 @@ class FleetScheduler:
         self._status = None
 
     def _duplicate(self, request: Request) -> None:
-        self.stats.inc_value("aimd/fleet/duplicates")
+        """A request the shared seen set already held: logged as the dupefilter
+        logs one. Counted in ``counters.duplicates`` (by the caller or the push),
+        which ``aimd/fleet/duplicates`` shows (see ``_fleet_status`` and
+        ``close``): a stats call per duplicate costs more than the rest of it."""
         if self.df is not None and self.spider is not None:
             self.df.log(request, self.spider)
 
@@ -698,6 +701,7 @@ class FleetScheduler:
                 return None
             self._status_at = now
             self.stats.set_value("aimd/fleet/seen", self._status.seen)
+            self.stats.set_value("aimd/fleet/duplicates", self.fleet.counters.duplicates)
         return self._status
 
     def _controller(self, host: str) -> HostController:
