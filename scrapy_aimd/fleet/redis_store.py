@@ -313,6 +313,10 @@ class FleetFrontier(Generic[T]):
         self.callback_time = min(LEASE_MARGIN, lease_time)
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
+        #: Bumped whenever a host's data or replica changes, so whatever
+        #: :meth:`controller` returns may have: a caller that found nothing to do
+        #: about the controllers it read may skip until it moves (or time does).
+        self.changes = 0
         #: Each host's controller, restored once per stored state (see ``Replica``).
         self._replicas: dict[str, Replica] = {}
         #: Logged starts that a restored controller would not take (never, if the
@@ -626,6 +630,7 @@ class FleetFrontier(Generic[T]):
         back: list[str],
     ) -> None:
         """What a call that failed before its script ran carried, waiting again."""
+        self.changes += 1
         for host, data in hosts.items():
             self._replicas.pop(host, None)
             if data is None:
@@ -694,6 +699,7 @@ class FleetFrontier(Generic[T]):
         cfg = self._cfg(host)[0]
         # The replica is taken: the event moves it on, and it is kept again only
         # once its state is stored.
+        self.changes += 1
         replica = self._replicas.pop(host, None)
         at = answer.applied_at
         assert at is not None
@@ -728,6 +734,7 @@ class FleetFrontier(Generic[T]):
         result = answer.result
         assert result is not None
         if log is not None:
+            self.changes += 1
             self._hosts[answer.host] = HostData(
                 version, result.state, result.tickets, [e.decode() for e in log]
             )
@@ -759,6 +766,7 @@ class FleetFrontier(Generic[T]):
             self.feedbacks_by_host[host][1] += 1
             self._turns.pop(host, None)
             contention.turns += first and bool(turn)
+        self.changes += 1
         self._replicas.pop(host, None)
         version, state, tickets = reply[:3]
         self._hosts[host] = HostData(
@@ -775,6 +783,7 @@ class FleetFrontier(Generic[T]):
         host = host_bytes.decode("utf-8", "surrogateescape")
         number = int(float(version))
         entries = [e.decode() for e in log]
+        self.changes += 1
         if state == MINE:
             self._hosts[host] = self._own_state(host, number, entries)
         else:
