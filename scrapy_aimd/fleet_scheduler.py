@@ -974,11 +974,17 @@ class FleetScheduler:
         if self.lost or self.frontier is None:
             return
         try:
-            self.frontier.update_host(host, lambda controller: controller.set_crawl_delay(floor))
+            changed = self.frontier.update_host(
+                host, lambda controller: controller.set_crawl_delay(floor)
+            )
         except Exception as exc:
             self._stop(exc, "set_crawl_delay")
             return
-        self.reporter.crawl_delay(host, self.clock(), crawl_delay, self._controller(host))
+        # The delay that holds with it, also while it waits to be stored (it lost
+        # its race to another worker's store: the host as this worker knows it
+        # does not show it yet).
+        controller = changed if changed is not None else self._controller(host)
+        self.reporter.crawl_delay(host, self.clock(), crawl_delay, controller)
 
 
 def _a_start_request(request: Request) -> bool:

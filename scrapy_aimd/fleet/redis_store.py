@@ -928,10 +928,14 @@ class FleetFrontier(Generic[T]):
 
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
-    ) -> None:
+    ) -> HostController | None:
         """Change a host's controller outside a request (its robots.txt Crawl-delay).
         Stored now, with what waits (one round trip); if it loses its race, with
-        the next call, before the host's later answers."""
+        the next call, before the host's later answers. Returns the host's
+        controller with the change: as stored, or, while the change waits, as it
+        leaves the host this worker now knows (the newer state its loss brought),
+        which :meth:`controller` does not show until it is stored (None: the
+        host's state cannot be read; the next call reports it)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> None:
             change(controller)
@@ -939,8 +943,17 @@ class FleetFrontier(Generic[T]):
         at = self.fleet.now() if now is None else now
         # It asks for the host's turn at its first loss, as an answer told at once:
         # the host's next start should keep to it.
-        self._answers.append(_Answer(host, "", event, at, lambda reaction: None, urgent=True))
+        answer = _Answer(host, "", event, at, lambda reaction: None, urgent=True)
+        self._answers.append(answer)
         self.flush()
+        if not any(waiting is answer for waiting in self._answers):
+            return self.controller(host)
+        data = self._hosts.get(host) or HostData()
+        applied_at = answer.at if answer.applied_at is None else answer.applied_at
+        try:  # on a replica of its own: the host's stays as stored
+            return apply(self._cfg(host)[0], data, event, lease="", at=applied_at).controller
+        except ValueError:
+            return None
 
     def _event_time(
         self, claim: Claim[T], now: float | None, latency: float | None = None
