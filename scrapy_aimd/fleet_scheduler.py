@@ -119,6 +119,9 @@ CLAIM_BATCH = 8
 CLAIMED_FOR = 0.1
 #: robots.txt requests a worker tries to place per ``next_request`` call.
 ROBOTS_PER_CALL = 8
+#: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
+#: again (times of day on Redis's clock differ from their float sums by less).
+HELD_MARGIN = 1e-6
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
 #: round trip (about 12 B each: 12 MB at most).
 KNOWN_KEYS = 1_000_000
@@ -242,6 +245,10 @@ class FleetScheduler:
         #: when (this worker's clock).
         self._flush_call: CallLaterResult | None = None
         self._flush_due = math.inf
+        #: ``_give_back_held`` found none to give back at this ``FleetFrontier.changes``,
+        #: and need not look again before this time (the fleet's clock) unless it moves.
+        self._held_changes = -1
+        self._held_at = self._held_until = -math.inf
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
         self._failed = False
@@ -472,7 +479,10 @@ class FleetScheduler:
         self._status = None
 
     def _duplicate(self, request: Request) -> None:
-        self.stats.inc_value("aimd/fleet/duplicates")
+        """A request the shared seen set already held: logged as the dupefilter
+        logs one. Counted in ``counters.duplicates`` (by the caller or the push),
+        which ``aimd/fleet/duplicates`` shows (see ``_fleet_status`` and
+        ``close``): a stats call per duplicate costs more than the rest of it."""
         if self.df is not None and self.spider is not None:
             self.df.log(request, self.spider)
 
@@ -554,11 +564,21 @@ class FleetScheduler:
         is reported, two gaps at most: one sent later than a gap after its claim
         would let another worker's start come closer to it than the gap.) They go
         with the next call: ``next_request``'s claim if none is left, else within
-        ``FLUSH_AFTER``."""
+        ``FLUSH_AFTER``.
+
+        A check that found none to give back holds until a host's data changes
+        (``FleetFrontier.changes``) or the first of the rest is a gap old: until
+        then the same controllers say the same of fewer requests (a pause over
+        at the check is over later, unless the fleet's clock went back), and it
+        returns at once."""
         assert self.frontier is not None
         now, back = self.fleet.now(), []
+        changes = self.frontier.changes
+        if changes == self._held_changes and self._held_at <= now < self._held_until:
+            return
         # Per host, asked once a call: how many over its limit (all, if paused), its gap.
         hosts: dict[str, list[float]] = {}
+        until = math.inf
         for entry in list(self.claimed):
             claim = entry[0]
             known = hosts.get(claim.host)
@@ -571,9 +591,16 @@ class FleetScheduler:
                 known[0] -= 1
                 self.claimed.remove(entry)
                 back.append(claim.lease)
+            elif known[1] > 0:
+                # Less than a gap old: checked again from a little before it is
+                # (the margin keeps clear of rounding at Redis's time of day).
+                until = min(until, claim.started + known[1] - HELD_MARGIN)
         if back:
+            self._held_changes = -1
             self.frontier.give_back_later(back)
             self._flush_soon()
+        else:
+            self._held_changes, self._held_at, self._held_until = changes, now, until
 
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
@@ -698,6 +725,7 @@ class FleetScheduler:
                 return None
             self._status_at = now
             self.stats.set_value("aimd/fleet/seen", self._status.seen)
+            self.stats.set_value("aimd/fleet/duplicates", self.fleet.counters.duplicates)
         return self._status
 
     def _controller(self, host: str) -> HostController:
@@ -946,11 +974,17 @@ class FleetScheduler:
         if self.lost or self.frontier is None:
             return
         try:
-            self.frontier.update_host(host, lambda controller: controller.set_crawl_delay(floor))
+            changed = self.frontier.update_host(
+                host, lambda controller: controller.set_crawl_delay(floor)
+            )
         except Exception as exc:
             self._stop(exc, "set_crawl_delay")
             return
-        self.reporter.crawl_delay(host, self.clock(), crawl_delay, self._controller(host))
+        # The delay that holds with it, also while it waits to be stored (it lost
+        # its race to another worker's store: the host as this worker knows it
+        # does not show it yet).
+        controller = changed if changed is not None else self._controller(host)
+        self.reporter.crawl_delay(host, self.clock(), crawl_delay, controller)
 
 
 def _a_start_request(request: Request) -> bool:

@@ -121,6 +121,43 @@ def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers
 
 
 @in_a_loop
+def test_leftovers_found_fine_are_given_back_once_a_pause_is_stored(worker: Workers) -> None:
+    """A check of the leftovers that found none to give back is not taken for
+    later ones once a host's state moved (here a Retry-After pause)."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()
+    second = scheduler.next_request()  # the leftovers checked: all may go
+    assert first is not None and second is not None
+    assert len(scheduler.claimed) == 2
+    assert scheduler.next_request() is not None  # nothing moved: the check holds
+    answer(scheduler, first, 429, retry_after=30.0)
+    assert scheduler.next_request() is None
+    assert not scheduler.claimed
+
+
+@in_a_loop
+def test_leftovers_found_fine_are_given_back_once_a_gap_old(worker: Workers) -> None:
+    """A check of the leftovers that found none to give back holds only until the
+    first of them is a gap old, with nothing else moving meanwhile."""
+    gap = 0.04
+    scheduler = worker(AIMD_MIN_DELAY=gap)
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h{n}.test/", dont_filter=True))
+    assert scheduler.next_request() is not None
+    assert scheduler.next_request() is not None  # the leftovers checked: all may go
+    assert len(scheduler.claimed) == 2
+    changes = scheduler.frontier.changes if scheduler.frontier else None
+    time.sleep(1.5 * gap)  # under CLAIMED_FOR: the leftovers are still there
+    assert scheduler.frontier is not None and scheduler.frontier.changes == changes
+    request = scheduler.next_request()
+    if request is not None:  # claimed afresh, never a leftover out of its time
+        assert scheduler.fleet.now() - scheduler.claims[request].started < gap
+    assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
+
+
+@in_a_loop
 def test_a_request_pushed_again_while_in_flight_is_handed_out_as_another_object(
     worker: Workers,
 ) -> None:

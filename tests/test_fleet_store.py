@@ -671,6 +671,29 @@ def test_a_crawl_delay_set_on_a_host_holds_every_worker(frontier: Frontiers) -> 
     assert view.state["crawl_delay"] == 0.5
 
 
+def test_a_crawl_delay_that_lost_its_race_is_shown_as_it_will_hold(frontier: Frontiers) -> None:
+    """A Crawl-delay whose store lost its race to another worker's waits for the
+    next call; the controller ``update_host`` returns has it all the same (the
+    reporter's "change" event shows the delay that holds), while the host as
+    stored, and as this worker's view shows it, goes without it until then."""
+    a = frontier(ControllerConfig(adaptive=False, max_concurrency=4))
+    b = frontier(ControllerConfig(adaptive=False, max_concurrency=4))
+    a.push([Item("h", b"1"), Item("h", b"2")])
+    mine = claim_now(a)
+    theirs = claim_now(b)
+    b.finish(theirs, status=200, latency=0.001, done=True)  # a's view is one behind
+    changed = a.update_host("h", lambda controller: controller.set_crawl_delay(2.0))
+    assert changed is not None and changed.delay == 2.0
+    known = a.controller("h")
+    assert known is not None and known.delay < 2.0  # it lost: stored with the next call
+    view = a.host("h")  # sends what waits first: the Crawl-delay, in the turn its loss took
+    assert view is not None and view.delay == 2.0
+    stored = a.update_host("h", lambda controller: controller.set_crawl_delay(3.0))
+    assert stored is not None and stored.delay == 3.0 and stored is a.controller("h")
+    a.finish(mine, status=200, latency=0.001, done=True)
+    assert a.counters.conflicts >= 1
+
+
 def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontiers) -> None:
     """A request sent after its claim moves the host's gap with it, fleet-wide."""
     gapped = replace(FAST, min_delay=0.5, max_concurrency=2)

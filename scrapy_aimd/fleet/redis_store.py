@@ -313,6 +313,10 @@ class FleetFrontier(Generic[T]):
         self.callback_time = min(LEASE_MARGIN, lease_time)
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
+        #: Bumped whenever a host's data or replica changes, so whatever
+        #: :meth:`controller` returns may have: a caller that found nothing to do
+        #: about the controllers it read may skip until it moves (or time does).
+        self.changes = 0
         #: Each host's controller, restored once per stored state (see ``Replica``).
         self._replicas: dict[str, Replica] = {}
         #: Logged starts that a restored controller would not take (never, if the
@@ -626,6 +630,7 @@ class FleetFrontier(Generic[T]):
         back: list[str],
     ) -> None:
         """What a call that failed before its script ran carried, waiting again."""
+        self.changes += 1
         for host, data in hosts.items():
             self._replicas.pop(host, None)
             if data is None:
@@ -694,6 +699,7 @@ class FleetFrontier(Generic[T]):
         cfg = self._cfg(host)[0]
         # The replica is taken: the event moves it on, and it is kept again only
         # once its state is stored.
+        self.changes += 1
         replica = self._replicas.pop(host, None)
         at = answer.applied_at
         assert at is not None
@@ -728,6 +734,7 @@ class FleetFrontier(Generic[T]):
         result = answer.result
         assert result is not None
         if log is not None:
+            self.changes += 1
             self._hosts[answer.host] = HostData(
                 version, result.state, result.tickets, [e.decode() for e in log]
             )
@@ -759,6 +766,7 @@ class FleetFrontier(Generic[T]):
             self.feedbacks_by_host[host][1] += 1
             self._turns.pop(host, None)
             contention.turns += first and bool(turn)
+        self.changes += 1
         self._replicas.pop(host, None)
         version, state, tickets = reply[:3]
         self._hosts[host] = HostData(
@@ -775,6 +783,7 @@ class FleetFrontier(Generic[T]):
         host = host_bytes.decode("utf-8", "surrogateescape")
         number = int(float(version))
         entries = [e.decode() for e in log]
+        self.changes += 1
         if state == MINE:
             self._hosts[host] = self._own_state(host, number, entries)
         else:
@@ -919,10 +928,14 @@ class FleetFrontier(Generic[T]):
 
     def update_host(
         self, host: str, change: Callable[[HostController], None], *, now: float | None = None
-    ) -> None:
+    ) -> HostController | None:
         """Change a host's controller outside a request (its robots.txt Crawl-delay).
         Stored now, with what waits (one round trip); if it loses its race, with
-        the next call, before the host's later answers."""
+        the next call, before the host's later answers. Returns the host's
+        controller with the change: as stored, or, while the change waits, as it
+        leaves the host this worker now knows (the newer state its loss brought),
+        which :meth:`controller` does not show until it is stored (None: the
+        host's state cannot be read; the next call reports it)."""
 
         def event(controller: HostController, ticket: Ticket | None) -> None:
             change(controller)
@@ -930,8 +943,17 @@ class FleetFrontier(Generic[T]):
         at = self.fleet.now() if now is None else now
         # It asks for the host's turn at its first loss, as an answer told at once:
         # the host's next start should keep to it.
-        self._answers.append(_Answer(host, "", event, at, lambda reaction: None, urgent=True))
+        answer = _Answer(host, "", event, at, lambda reaction: None, urgent=True)
+        self._answers.append(answer)
         self.flush()
+        if not any(waiting is answer for waiting in self._answers):
+            return self.controller(host)
+        data = self._hosts.get(host) or HostData()
+        applied_at = answer.at if answer.applied_at is None else answer.applied_at
+        try:  # on a replica of its own: the host's stays as stored
+            return apply(self._cfg(host)[0], data, event, lease="", at=applied_at).controller
+        except ValueError:
+            return None
 
     def _event_time(
         self, claim: Claim[T], now: float | None, latency: float | None = None
