@@ -577,6 +577,39 @@ def test_a_fixed_window_limiter_is_crawled_window_by_window(window: float, limit
     assert result.duration <= 1.25 * best, result
 
 
+@dataclasses.dataclass
+class StrictSpacing:
+    """A strict limiter: one request per ``spacing`` seconds from the last accepted,
+    429 with the same ``retry_after`` to the rest."""
+
+    spacing: float
+    retry_after: float
+    latency: float = 0.05
+    last: float = -math.inf
+
+    def answer(self, now: float) -> tuple[int, float, float | None]:
+        if now - self.last >= self.spacing:
+            self.last = now
+            return 200, self.latency, None
+        return 429, 0.005, self.retry_after
+
+
+def test_a_limiter_that_took_the_first_of_a_burst_is_not_closed() -> None:
+    # 8 at once (a fixed limit) to a limiter of one per 4 s: it takes the first and
+    # refuses the others before the first page is back. Read as closed, the gap stayed
+    # 0 and every pause ended in a burst of 8 again (34 refusals in 600 s, 11 before).
+    result = simulate(ControllerConfig(adaptive=False), StrictSpacing(4.0, 1.0), 600.0)
+    assert result.throttled <= 16, result
+
+
+def test_a_limiter_slower_than_its_retry_after_is_not_brought_back_at_every_page() -> None:
+    # One page a minute, Retry-After: 1: after each page the next request is refused,
+    # and the poll after its pause too. Brought back to its gap from before at every
+    # page, the host refused 32 of 40 requests in 600 s (8 before the closed rule).
+    result = simulate(ControllerConfig(), StrictSpacing(60.0, 1.0), 600.0)
+    assert result.throttled <= 24, result
+
+
 def test_a_host_closed_at_first_comes_back_with_slow_start() -> None:
     # Refusals before any page say nothing of the host's capacity: once it opens, the
     # limit doubles per round as for a new host (additive growth from 1 took 6 rounds

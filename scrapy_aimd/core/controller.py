@@ -1020,7 +1020,9 @@ class HostController:
         if not self._acted_on(ticket):
             return Reaction(kind="rate_limit", decreased=False, paused_until=paused)
         accepted, lasted, paused_before = self._end_cycle(ticket, now, paused)
-        if paused is not None and self._still_closed(now, paused, accepted, paused_before):
+        if paused is not None and self._still_closed(
+            now, paused, accepted, paused_before, ticket.serial
+        ):
             return self._closed(now, paused)
         spacing, measured = self._pushback_spacing(now)
         again = spacing is not None and self._refused_again(spacing)
@@ -1075,7 +1077,9 @@ class HostController:
         self._new_round("rate_limit", now)
         return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
 
-    def _still_closed(self, now: float, paused: float, accepted: int, paused_before: float) -> bool:
+    def _still_closed(
+        self, now: float, paused: float, accepted: int, paused_before: float, serial: int
+    ) -> bool:
         """Refused with a pause of ``initial_backoff`` or more, and the host took
         nothing since its last pause (or, before any pause, no page at all): it is
         closed for now, whatever the pace. Its refusals were paced by its own pauses
@@ -1085,7 +1089,12 @@ class HostController:
         # (1e-9: now + 1.0 - now can be 0.9999999999999998)
         if paused - now + 1e-9 < self.cfg.initial_backoff:
             return False
-        return accepted == 0 if paused_before > 0 else not self._answered_well
+        if paused_before > 0:
+            return accepted == 0
+        # Before any pause: no page answered well, and none started before this one
+        # still in flight (a host takes requests in the order they arrive: a limiter
+        # that took the first of a burst and refused the rest is not closed).
+        return not self._answered_well and all(s > serial for s in self._live)
 
     def _closed(self, now: float, paused: float) -> Reaction:
         """A refusal while the host is closed: poll it no faster than its pauses, and
@@ -1100,7 +1109,16 @@ class HostController:
         its refusals, one a pause, were read as its pace, and the gap closed only
         gently towards 2.4 s. Now 8.2 s (6.25 s possible)."""
         streak = self._note_refusal(now)
-        streak.proven = True
+        # Proven as an outage is: closed from the start, or polled at a gap far above
+        # the pace the host took steadily before. A limiter slower than its own
+        # Retry-After (one page a minute, Retry-After: 1) refuses the poll after each
+        # page too; brought back at every page, it was refused 3.5 times as often.
+        before = streak.spacing
+        streak.proven = (
+            streak.proven
+            or not self._answered_well
+            or (before is not None and self._gap >= OUTAGE_PROOF * before)
+        )
         if self.cfg.adaptive:
             self._concurrency = (self._concurrency + 1) // 2
         self._burst = None
