@@ -142,18 +142,18 @@ time, against 0.74 twice). Simulated strict buckets gain from 0.5 over a long cr
 (a crawl of 100 pages from a bucket of 5/s with a burst of 1: 0.88 of its rate,
 against 0.85), and lose at 0.25 (0.85, with more refusals)."""
 SNAP = 0.001
-
-#: Answers since the last refusal after which a ``503`` or a timeout without a
-#: ``Retry-After`` is a lone one: counted, not acted on, unless another follows within
-#: as many answers. A host whose load balancer answers 1 % of requests ``503``
-#: whatever the load (a bad backend in a pool) ratcheted its limit down to 1 and its
-#: gap up: 2,000 pages of a host serving 8 at once took 412 s instead of 25 s in the
-#: controller simulation. A real overload refuses again within a round, so it costs
-#: at most one round more per this many answers (2 %).
-LONE_AFTER = 50
 """A gap within this many seconds of its target is at it (below the send jitter of a
 busy reactor); halving alone never arrives. 0.1 ms and 10 ms did the same on every
 simulated host."""
+
+LONE_AFTER = 50
+"""Answers since the last refusal after which a ``503`` or a timeout without a
+``Retry-After`` is a lone one: counted, not acted on, unless another follows within
+as many answers. A host whose load balancer answers 1 % of requests ``503`` whatever
+the load (a bad backend in a pool) ratcheted its limit down to 1 and its gap up:
+2,000 pages of a host serving 8 at once took 412 s instead of 25 s in the controller
+simulation (55.6 s now). A real overload refuses again within a round, so it costs
+at most one round more per this many answers (2 %)."""
 
 KNEE_RISE = 1.25
 """A round whose median page latency is more than this times the lowest median of
@@ -1081,7 +1081,8 @@ class HostController:
         self, now: float, paused: float, accepted: int, paused_before: float, serial: int
     ) -> bool:
         """Refused with a pause of ``initial_backoff`` or more, and the host took
-        nothing since its last pause (or, before any pause, no page at all): it is
+        nothing since its last pause (or, before any pause, no page at all, and no
+        earlier request is in flight): it is
         closed for now, whatever the pace. Its refusals were paced by its own pauses
         and say nothing of the pace it takes once it opens (a pause shorter than
         ``initial_backoff``, ``Retry-After: 0`` or a date in the past, is no brake:
@@ -1100,9 +1101,9 @@ class HostController:
         """A refusal while the host is closed: poll it no faster than its pauses, and
         from the second on ever more rarely (the gap grows as an outage's does, so
         that a host that never opens is asked less and less often, and the first
-        request after it opens comes at most a quarter of the closed time late); the
-        first good answer brings back the host as it was before it closed
-        (``_outage_over``).
+        request after it opens comes at most a quarter of the closed time late); once
+        the closure is proven, the first good answer brings back the host as it was
+        when the closure began (``_outage_over``).
 
         A host closed for 5 s, answering ``429`` with ``Retry-After: 1`` and then
         serving 6 at once, took 324 s for 150 pages in the controller simulation:
