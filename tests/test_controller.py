@@ -2496,6 +2496,34 @@ def test_a_404_counts_for_nothing_after_slow_start() -> None:
     assert host.concurrency == limit
 
 
+def test_a_404_a_rate_limiter_let_through_closes_the_gap() -> None:
+    # nginx's limit_req 3 r/s answered 429 + Retry-After: 1 twice, and a third of
+    # the links it serves are missing: its 404s at a gap of 1 s were counted and
+    # accepted by the limiter, but left the gap at 1 s (2 s lost in a 15 s crawl).
+    host = make()
+    for now in (0.0, 1.0):  # refused at once, twice: nothing known of a pace
+        start = max(now, host.ready_at(now))
+        host.finish(host.start(start), start + 0.005, status=429, retry_after=1.0)
+    assert host.delay == 1.0
+    now = host.ready_at(2.0)
+    host.finish(host.start(now), now + 0.002, status=404, latency=0.002)
+    assert host.delay == pytest.approx(0.5, abs=0.01)
+
+
+def test_a_404_after_an_overload_leaves_the_gap_alone() -> None:
+    # A 503 says the host is short of capacity; a cheap 404 says nothing about that.
+    host = make()
+    now = one_good(host, 0.0)
+    ticket = host.start(max(now, host.ready_at(now)))
+    host.finish(ticket, now + 0.01, status=503, latency=0.01)
+    host.finish(host.start(host.ready_at(now)), now + 0.02, status=503, latency=0.01)
+    gap = host.delay
+    assert gap > 0
+    now = host.ready_at(now + 0.02)
+    host.finish(host.start(now), now + 0.002, status=404, latency=0.002)
+    assert host.delay == gap
+
+
 def test_a_slow_host_with_slow_bodies_reaches_its_limit_in_a_few_rounds() -> None:
     # Every answer counts once the host served it: the round does not wait for its
     # slowest body while its 404s came back at once.

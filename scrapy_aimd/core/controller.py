@@ -1265,7 +1265,11 @@ class HostController:
 
     def _count_served(self, ticket: Ticket, status: int, now: float) -> None:
         """An error answer that a rate limiter let through: a probed spacing counts it
-        as accepted (nginx's "rate" host links to missing pages too). A client error
+        as accepted (nginx's "rate" host links to missing pages too), and after a rate
+        limit a client error closes the gap as a good page does: the limiter counted
+        it (that host's 404s at the 1 s gap after two refusals left the gap at 1 s, 2 s
+        of its 15 s crawl). After an overload it does not: a cheap 404 says nothing of
+        the capacity that a 503 said was short. A client error
         (404) also counts towards a round in slow start like a good page, since the
         host did serve it at that load, but for half the round at most: missing pages
         are cheap, and a round of them proves little about the pages. nginx with
@@ -1278,6 +1282,8 @@ class HostController:
             self._probe_held(now)
         elif self._gap > self.floor and self._held is not None:
             self._holding(now)
+        elif self._gap > self.floor and status < 500 and self._last_decrease == "rate_limit":
+            self._close_gap(now)
         round_ = self._round
         if self._slow_start and status < 500 and 2 * (round_.served + 1) <= self._concurrency:
             round_.served += 1
