@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
+import itertools
 import json
 import math
 import random
@@ -2344,6 +2345,33 @@ def test_a_bursty_bucket_far_below_the_crawls_pace_is_found_in_two_pauses() -> N
     assert result.rate >= 0.85 * 20.0, result
     crawl = crawl_pages(ControllerConfig(), SCENARIOS["bucket 20/s b20, RA 2, 20 ms"].model(), 181)
     assert crawl.duration <= (181 - 20) / 20 + 2 * 2.0 + 0.5, crawl  # two pauses' worth
+
+
+def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
+    # The farm's "bursty" host again: once its second pause tells its rate, the burst
+    # that pause refilled is taken at once (GCRA's credit), not at the rate: both
+    # bursts, from full and refilled, come free, the rest at the rate, plus the pauses.
+    crawl = crawl_pages(ControllerConfig(), SCENARIOS["bucket 20/s b20, RA 2, 20 ms"].model(), 181)
+    assert crawl.duration <= (181 - 2 * 20) / 20 + 2 * 2.0 + 0.5, crawl
+    assert crawl.throttled <= 3, crawl
+
+
+def test_a_buckets_credit_never_goes_below_the_crawl_delay() -> None:
+    host = make()
+    host.set_crawl_delay(0.01)
+    model, starts, now, events = TokenBucket(20, 20, 0.02, retry_after=2.0), [], 0.0, []
+    while now < 12.0:
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            starts.append(now)
+            status, latency, retry_after = model.answer(now)
+            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
+        now = min(host.ready_at(now), events[0][0] if events else math.inf)
+        while events and events[0][0] <= now:
+            _, _, ticket, status, retry_after = heapq.heappop(events)
+            host.finish(ticket, now, status=status, retry_after=retry_after)
+    assert host.paused_until > 0  # it was refused, and paused, on the way
+    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.01 - 1e-9
 
 
 @pytest.mark.parametrize(
