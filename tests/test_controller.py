@@ -2347,6 +2347,19 @@ def test_a_bursty_bucket_far_below_the_crawls_pace_is_found_in_two_pauses() -> N
     assert crawl.duration <= (181 - 20) / 20 + 2 * 2.0 + 0.5, crawl  # two pauses' worth
 
 
+def test_after_a_first_pause_the_gap_is_never_slower_than_the_pace_through_it() -> None:
+    # The farm's "hybrid" host (3 at once behind a bucket of 10/s with a burst of 20,
+    # Retry-After 1.6 s): the crawl took 15 a second for 4 s before the bucket ran
+    # dry, so the pace through the pause (all it accepted over the run and the pause)
+    # is about its rate. The halved pace, 7.5 a second, is far below it: geometric
+    # half way between the two, the gap held 83 % of the rate for the rest of the
+    # crawl (10.3 s); no slower than the pace through the pause, 9.7 s.
+    model = SCENARIOS["hybrid: 3 at once, bucket 10/s b20"].model()
+    crawl = crawl_pages(ControllerConfig(), model, 101)
+    assert crawl.duration <= (101 - 20) / 10 + 1.6 + 0.3, crawl
+    assert crawl.throttled <= 2, crawl
+
+
 def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
     # The farm's "bursty" host again: once its second pause tells its rate, the burst
     # that pause refilled is taken at once (GCRA's credit), not at the rate: both
