@@ -2360,6 +2360,27 @@ def test_after_a_first_pause_the_gap_is_never_slower_than_the_pace_through_it() 
     assert crawl.throttled <= 2, crawl
 
 
+def test_a_first_429_with_retry_after_0_widens_the_gap() -> None:
+    # Paced by min_delay (20/s) into a bucket of 10/s with a burst of 50 that asks for
+    # no pause: the pace through the pause is about the spacing just refused, which
+    # must not be kept.
+    host, model = make(min_delay=0.05), TokenBucket(10, 50, 0.05, retry_after=0.0)
+    now, events = 0.0, []
+    while True:
+        assert now < 30.0, "never refused"
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            status, latency, retry_after = model.answer(now)
+            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
+        now = min(host.ready_at(now), events[0][0] if events else math.inf)
+        while events and events[0][0] <= now:
+            _, _, ticket, status, retry_after = heapq.heappop(events)
+            reaction = host.finish(ticket, now, status=status, retry_after=retry_after)
+            if reaction.decreased:
+                assert host.delay >= 0.05 * 1.1, host.delay
+                return
+
+
 def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
     # The farm's "bursty" host again: once its second pause tells its rate, the burst
     # that pause refilled is taken at once (GCRA's credit), not at the rate: both
@@ -2369,22 +2390,86 @@ def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
     assert crawl.throttled <= 3, crawl
 
 
-def test_a_buckets_credit_never_goes_below_the_crawl_delay() -> None:
-    host = make()
-    host.set_crawl_delay(0.01)
-    model, starts, now, events = TokenBucket(20, 20, 0.02, retry_after=2.0), [], 0.0, []
-    while now < 12.0:
+def credited_host() -> tuple[HostController, float]:
+    """The farm's "bursty" bucket crawled up to its second pause, where its rate
+    becomes known and the pause's refill is credited; the requests still in flight
+    come back well (answers of the round before the decrease). Returns the host and
+    the time."""
+    host, model = make(), TokenBucket(20, 20, 0.02, retry_after=2.0)
+    now, events = 0.0, []
+    while host.state()["memory"]["credit"] == 0:
+        assert now < 30.0, "no credit in 30 s"
         while host.ready_at(now) <= now:
             ticket = host.start(now)
-            starts.append(now)
             status, latency, retry_after = model.answer(now)
             heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
         now = min(host.ready_at(now), events[0][0] if events else math.inf)
         while events and events[0][0] <= now:
             _, _, ticket, status, retry_after = heapq.heappop(events)
             host.finish(ticket, now, status=status, retry_after=retry_after)
-    assert host.paused_until > 0  # it was refused, and paused, on the way
-    assert min(b - a for a, b in itertools.pairwise(starts)) >= 0.01 - 1e-9
+    for _, _, ticket, _, _ in events:
+        host.finish(ticket, now, status=200, latency=0.02)
+    return host, now
+
+
+def test_a_buckets_credit_never_goes_below_the_crawl_delay() -> None:
+    host, now = credited_host()
+    host.set_crawl_delay(0.05)
+    last = -math.inf
+    while host.state()["memory"]["credit"] > 0:
+        start = host.ready_at(now)
+        assert start >= last + 0.05 - 1e-9
+        host.finish(host.start(start), start + 0.001, status=200, latency=0.001)
+        last, now = start, start + 0.001
+
+
+def test_a_buckets_credit_goes_at_the_floor_then_the_gap_holds() -> None:
+    host, now = credited_host()
+    credit, gap = host.state()["memory"]["credit"], host.delay
+    assert credit > 2 and gap > 0
+    starts = []
+    for _ in range(credit + 2):
+        start = host.ready_at(now)
+        starts.append(start)
+        host.finish(host.start(start), start + 0.001, status=200, latency=0.001)
+        now = start + 0.001
+    spacings = [b - a for a, b in itertools.pairwise(starts)]
+    assert max(spacings[: credit - 1]) < 0.01  # at once, answers permitting
+    assert spacings[-1] >= host.delay - 1e-9  # then the gap again
+
+
+def test_a_decrease_drops_the_credit() -> None:
+    host, now = credited_host()
+    start = host.ready_at(now)
+    host.finish(host.start(start), start + 0.005, status=429, retry_after=0.0)
+    assert host.state()["memory"]["credit"] == 0
+    assert host.ready_at(start + 0.005) >= start + host.delay - 1e-9
+
+
+def test_the_credit_round_trips_through_the_state() -> None:
+    host, _ = credited_host()
+    credit = host.state()["memory"]["credit"]
+    assert credit > 0
+    assert HostController.from_state(host.cfg, host.state()).state()["memory"]["credit"] == credit
+
+
+def test_a_fixed_limit_gets_no_credit() -> None:
+    # A fixed limit says nothing of how many the host serves at once (a host with 3
+    # workers behind the bucket answered 5 of 8 credited starts 503).
+    host, model = make(adaptive=False), TokenBucket(20, 20, 0.02, retry_after=2.0)
+    now, events, credits = 0.0, [], []
+    while now < 20.0:
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            status, latency, retry_after = model.answer(now)
+            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
+        now = min(host.ready_at(now), events[0][0] if events else math.inf)
+        while events and events[0][0] <= now:
+            _, _, ticket, status, retry_after = heapq.heappop(events)
+            host.finish(ticket, now, status=status, retry_after=retry_after)
+            credits.append(host.state()["memory"]["credit"])
+    assert host.paused_until > 2.0  # refused and paused more than once
+    assert max(credits) == 0
 
 
 @pytest.mark.parametrize(
@@ -2549,6 +2634,21 @@ def test_a_404_a_rate_limiter_let_through_closes_the_gap() -> None:
     now = host.ready_at(2.0)
     host.finish(host.start(now), now + 0.002, status=404, latency=0.002)
     assert host.delay == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 408, 451])
+def test_a_ban_or_a_timeout_after_a_rate_limit_leaves_the_gap_alone(status: int) -> None:
+    # A 403 or 451 after a 429 is more often a ban than a page, a 408 a host that
+    # struggles: neither may bring the crawl back faster and faster.
+    host = make()
+    for now in (0.0, 1.0):
+        start = max(now, host.ready_at(now))
+        host.finish(host.start(start), start + 0.005, status=429, retry_after=1.0)
+    now = 2.0
+    for _ in range(8):
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.002, status=status, latency=0.002)
+    assert host.delay == 1.0
 
 
 def test_a_404_after_an_overload_leaves_the_gap_alone() -> None:

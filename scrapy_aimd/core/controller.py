@@ -171,6 +171,11 @@ cached or static pages of milliseconds tell nothing of a queue, and on a host th
 mixes them with dynamic pages a round's median follows its mix of pages."""
 
 
+NOT_FOUND = frozenset({404, 410})
+"""Statuses that a rate limiter let through to a missing page: after a rate limit they
+close the gap as a good page does. Not every client error: a 403 or 451 after a 429 is
+more often a ban than a page, and a 408 a server that is struggling."""
+
 #: Fields that must be above zero (a zero step or window would stall the rules).
 POSITIVE_FIELDS = (
     "recovery",
@@ -1051,7 +1056,10 @@ class HostController:
             self._doubled = False
             self._remember_pushback(1 / rate, rate_gap=self._gap)
             self._new_round("rate_limit", now)
-            self._credit = credit
+            # A fixed limit says nothing of how many the host serves at once: the
+            # burst would go as many at a time (a host with 3 workers behind the
+            # bucket answered 5 of 8 credited starts 503).
+            self._credit = credit if self.cfg.adaptive else 0
             return Reaction(kind="rate_limit", decreased=True, paused_until=paused)
         probe = self._bracket(ticket, now)
         if probe is not None:
@@ -1067,18 +1075,21 @@ class HostController:
             self._set_gap((4 if self._doubled else 2) * spacing)
         elif measured and counts and paused is not None and self._rate_gap is None:
             # The first pause of a host that ran free: a bucket accepted its burst at
-            # our pace, so the measured pace overstates its rate, and the pace the
-            # host took through the pause (what it accepted over the run and the
-            # pause) understates it unless the pause refilled more than its burst.
-            # The gap goes geometrically half way between the pace halved and the
-            # pace through the pause, never slower than the latter (after a long
-            # run, it is about the rate: the farm's "hybrid" host took 15 a second
-            # for 4 s from a bucket of 10), and closes only gently from there until
-            # the next refusal tells the bucket's rate (``_bucket_rate``).
+            # our pace, so the measured pace overstates its rate. The pace the host
+            # took through the pause (what it accepted over the run and the pause)
+            # understates it where the pause could refill more than the burst, and
+            # overstates it a little where it could not, the less so the longer the
+            # run (the farm's "hybrid" host: 15 a second for 4 s from a bucket of 10
+            # with a burst of 20, 10.7 a second through a pause of 1.6 s). The gap
+            # goes geometrically half way between the pace halved and the pace through
+            # the pause, never slower than the latter and never at the spacing just
+            # refused (a short pause, Retry-After: 0), and closes only gently from
+            # there until the next refusal tells the bucket's rate (``_bucket_rate``).
             halved = 2 * spacing
             through = (lasted + (paused - now)) / accepted if accepted else 0.0
             if through:
-                self._set_gap(max(spacing, min(through, math.sqrt(halved * through))))
+                towards = min(through, math.sqrt(halved * through))
+                self._set_gap(max((1 + self.cfg.margin) * spacing, towards))
             else:
                 self._set_gap(halved)
             pushback = halved / (1 + self.cfg.margin)
@@ -1284,10 +1295,10 @@ class HostController:
     def _count_served(self, ticket: Ticket, status: int, now: float) -> None:
         """An error answer that a rate limiter let through: a probed spacing counts it
         as accepted (nginx's "rate" host links to missing pages too), and after a rate
-        limit a client error closes the gap as a good page does: the limiter counted
-        it (that host's 404s at the 1 s gap after two refusals left the gap at 1 s, 2 s
-        of its 15 s crawl). After an overload it does not: a cheap 404 says nothing of
-        the capacity that a 503 said was short. A client error
+        limit a missing page (``NOT_FOUND``) closes the gap as a good page does: the
+        limiter counted it (that host's 404s at the 1 s gap after two refusals left the
+        gap at 1 s, 2 s of its 15 s crawl). After an overload it does not: a cheap 404
+        says nothing of the capacity that a 503 said was short. A client error
         (404) also counts towards a round in slow start like a good page, since the
         host did serve it at that load, but for half the round at most: missing pages
         are cheap, and a round of them proves little about the pages. nginx with
@@ -1300,7 +1311,7 @@ class HostController:
             self._probe_held(now)
         elif self._gap > self.floor and self._held is not None:
             self._holding(now)
-        elif self._gap > self.floor and status < 500 and self._last_decrease == "rate_limit":
+        elif self._gap > self.floor and status in NOT_FOUND and self._last_decrease == "rate_limit":
             self._close_gap(now)
         round_ = self._round
         if self._slow_start and status < 500 and 2 * (round_.served + 1) <= self._concurrency:
