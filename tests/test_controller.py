@@ -26,7 +26,7 @@ from scrapy_aimd.core.controller import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 FAST = 0.05  # a fetch latency well under the 0.25 s threshold
 
@@ -2365,20 +2365,9 @@ def test_a_first_429_with_retry_after_0_widens_the_gap() -> None:
     # no pause: the pace through the pause is about the spacing just refused, which
     # must not be kept.
     host, model = make(min_delay=0.05), TokenBucket(10, 50, 0.05, retry_after=0.0)
-    now, events = 0.0, []
-    while True:
-        assert now < 30.0, "never refused"
-        while host.ready_at(now) <= now:
-            ticket = host.start(now)
-            status, latency, retry_after = model.answer(now)
-            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
-        now = min(host.ready_at(now), events[0][0] if events else math.inf)
-        while events and events[0][0] <= now:
-            _, _, ticket, status, retry_after = heapq.heappop(events)
-            reaction = host.finish(ticket, now, status=status, retry_after=retry_after)
-            if reaction.decreased:
-                assert host.delay >= 0.05 * 1.1, host.delay
-                return
+    decreased = next(r for _, r in fake_crawl(host, model, 30.0, []) if r.decreased)
+    assert decreased.kind == "rate_limit"
+    assert host.delay >= 0.05 * 1.1, host.delay
 
 
 def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
@@ -2390,33 +2379,49 @@ def test_a_known_buckets_refill_goes_at_once_after_its_pause() -> None:
     assert crawl.throttled <= 3, crawl
 
 
+FakeAnswer = tuple[float, int, Ticket, int, "float | None"]
+
+
+def fake_crawl(
+    host: HostController, model: ModelHost, seconds: float, in_flight: list[FakeAnswer]
+) -> Iterator[tuple[float, Reaction]]:
+    """Crawl ``model`` with ``host`` on the fake clock for ``seconds``: start all the
+    host allows, and yield each answer's time and reaction as it comes. What is still
+    in flight when the caller stops stays in ``in_flight`` (a heap of answers due)."""
+    now = 0.0
+    while now < seconds:
+        while host.ready_at(now) <= now:
+            ticket = host.start(now)
+            status, latency, retry_after = model.answer(now)
+            heapq.heappush(in_flight, (now + latency, ticket.serial, ticket, status, retry_after))
+        now = min(host.ready_at(now), in_flight[0][0] if in_flight else math.inf)
+        while in_flight and in_flight[0][0] <= now:
+            _, _, ticket, status, retry_after = heapq.heappop(in_flight)
+            yield now, host.finish(ticket, now, status=status, retry_after=retry_after)
+
+
 def credited_host() -> tuple[HostController, float]:
     """The farm's "bursty" bucket crawled up to its second pause, where its rate
     becomes known and the pause's refill is credited; the requests still in flight
     come back well (answers of the round before the decrease). Returns the host and
     the time."""
     host, model = make(), TokenBucket(20, 20, 0.02, retry_after=2.0)
-    now, events = 0.0, []
-    while host.state()["memory"]["credit"] == 0:
-        assert now < 30.0, "no credit in 30 s"
-        while host.ready_at(now) <= now:
-            ticket = host.start(now)
-            status, latency, retry_after = model.answer(now)
-            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
-        now = min(host.ready_at(now), events[0][0] if events else math.inf)
-        while events and events[0][0] <= now:
-            _, _, ticket, status, retry_after = heapq.heappop(events)
-            host.finish(ticket, now, status=status, retry_after=retry_after)
-    for _, _, ticket, _, _ in events:
+    in_flight: list[FakeAnswer] = []
+    now = next(t for t, _ in fake_crawl(host, model, 30.0, in_flight) if credit(host))
+    for _, _, ticket, _, _ in in_flight:
         host.finish(ticket, now, status=200, latency=0.02)
     return host, now
+
+
+def credit(host: HostController) -> int:
+    return int(host.state()["memory"]["credit"])
 
 
 def test_a_buckets_credit_never_goes_below_the_crawl_delay() -> None:
     host, now = credited_host()
     host.set_crawl_delay(0.05)
     last = -math.inf
-    while host.state()["memory"]["credit"] > 0:
+    while credit(host) > 0:
         start = host.ready_at(now)
         assert start >= last + 0.05 - 1e-9
         host.finish(host.start(start), start + 0.001, status=200, latency=0.001)
@@ -2425,16 +2430,16 @@ def test_a_buckets_credit_never_goes_below_the_crawl_delay() -> None:
 
 def test_a_buckets_credit_goes_at_the_floor_then_the_gap_holds() -> None:
     host, now = credited_host()
-    credit, gap = host.state()["memory"]["credit"], host.delay
-    assert credit > 2 and gap > 0
+    credited, gap = credit(host), host.delay
+    assert credited > 2 and gap > 0
     starts = []
-    for _ in range(credit + 2):
+    for _ in range(credited + 2):
         start = host.ready_at(now)
         starts.append(start)
         host.finish(host.start(start), start + 0.001, status=200, latency=0.001)
         now = start + 0.001
     spacings = [b - a for a, b in itertools.pairwise(starts)]
-    assert max(spacings[: credit - 1]) < 0.01  # at once, answers permitting
+    assert max(spacings[: credited - 1]) < 0.01  # at once, answers permitting
     assert spacings[-1] >= host.delay - 1e-9  # then the gap again
 
 
@@ -2442,32 +2447,22 @@ def test_a_decrease_drops_the_credit() -> None:
     host, now = credited_host()
     start = host.ready_at(now)
     host.finish(host.start(start), start + 0.005, status=429, retry_after=0.0)
-    assert host.state()["memory"]["credit"] == 0
+    assert credit(host) == 0
     assert host.ready_at(start + 0.005) >= start + host.delay - 1e-9
 
 
 def test_the_credit_round_trips_through_the_state() -> None:
     host, _ = credited_host()
-    credit = host.state()["memory"]["credit"]
-    assert credit > 0
-    assert HostController.from_state(host.cfg, host.state()).state()["memory"]["credit"] == credit
+    credited = credit(host)
+    assert credited > 0
+    assert credit(HostController.from_state(host.cfg, host.state())) == credited
 
 
 def test_a_fixed_limit_gets_no_credit() -> None:
     # A fixed limit says nothing of how many the host serves at once (a host with 3
     # workers behind the bucket answered 5 of 8 credited starts 503).
     host, model = make(adaptive=False), TokenBucket(20, 20, 0.02, retry_after=2.0)
-    now, events, credits = 0.0, [], []
-    while now < 20.0:
-        while host.ready_at(now) <= now:
-            ticket = host.start(now)
-            status, latency, retry_after = model.answer(now)
-            heapq.heappush(events, (now + latency, ticket.serial, ticket, status, retry_after))
-        now = min(host.ready_at(now), events[0][0] if events else math.inf)
-        while events and events[0][0] <= now:
-            _, _, ticket, status, retry_after = heapq.heappop(events)
-            host.finish(ticket, now, status=status, retry_after=retry_after)
-            credits.append(host.state()["memory"]["credit"])
+    credits = [credit(host) for _ in fake_crawl(host, model, 20.0, [])]
     assert host.paused_until > 2.0  # refused and paused more than once
     assert max(credits) == 0
 
