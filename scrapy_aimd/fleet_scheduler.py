@@ -106,6 +106,9 @@ DONE_EVERY = 0.05
 #: next claim to carry them before they go alone (requests claimed together are
 #: handed out without a round trip, so some do wait that long).
 FLUSH_AFTER = 0.02
+#: Seconds before its due time that the flush timer may fire and send what waits
+#: (timers' clocks and this worker's may differ that much).
+FLUSH_EARLY = 0.001
 #: Seconds a closing worker goes on sending answers that lose their race or wait
 #: for another worker's turn on their host (each turn lasts 50 ms at most).
 CLOSE_FLUSH = 1.0
@@ -241,10 +244,14 @@ class FleetScheduler:
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
-        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``), and
-        #: when (this worker's clock).
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``): the
+        #: timer and when it fires, and when what waits must go (this worker's
+        #: clock), set since the frontier's call ``_flush_calls`` (``exchanges``):
+        #: a call after it took what waited then, and the wait starts again.
         self._flush_call: CallLaterResult | None = None
+        self._flush_at = math.inf
         self._flush_due = math.inf
+        self._flush_calls = 0
         #: ``_give_back_held`` found none to give back at this ``FleetFrontier.changes``,
         #: and need not look again before this time (the fleet's clock) unless it moves.
         self._held_changes = -1
@@ -335,6 +342,7 @@ class FleetScheduler:
         if self._flush_call is not None:  # the steps above sent what it would have
             self._flush_call.cancel()
             self._flush_call = None
+            self._flush_at = math.inf
         if self.frontier is not None:
             counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
             for name, value in counted.items():
@@ -684,14 +692,31 @@ class FleetScheduler:
 
     def _flush_soon(self, delay: float = FLUSH_AFTER) -> None:
         """What waits for the next claim goes alone after ``delay`` if no claim took
-        it: other workers see each answer soon, whatever this one does."""
-        due = self.clock() + delay
-        if self._flush_call is not None:
-            if self._flush_due <= due:
-                return
-            self._flush_call.cancel()
+        it: other workers see each answer soon, whatever this one does. A call that
+        took what waited (a claim, most often) ends its wait: what comes after it
+        waits its own ``delay`` from then (answers that still wait for their
+        turn on a host, no longer than the turn), not the rest of the wait
+        before, which would send it alone a few milliseconds before the next
+        claim would have taken it. The timer armed for the earlier wait is kept:
+        when it fires, it waits on to the new due time (see ``_flush_waiting``)."""
+        now = self.clock()
+        due = now + delay
+        frontier = self.frontier
+        calls = 0 if frontier is None else frontier.exchanges
+        if calls != self._flush_calls:  # what waited when the due was set went since
+            self._flush_calls, self._flush_due = calls, math.inf
+            retry = None if frontier is None else frontier.retry_in()
+            if retry is not None:
+                due = min(due, now + retry)
+        if self._flush_due <= due:
+            return
         self._flush_due = due
-        self._flush_call = call_later(delay, self._flush_waiting)
+        if self._flush_call is not None:
+            if self._flush_at <= due:
+                return  # it fires first and waits on to the due time
+            self._flush_call.cancel()
+        self._flush_at = due
+        self._flush_call = call_later(max(0.0, due - now), self._flush_waiting)
 
     def _flush_again(self) -> None:
         """Answers that went and were not stored (a lost race, another worker's turn
@@ -702,9 +727,19 @@ class FleetScheduler:
             self._flush_soon(retry)
 
     def _flush_waiting(self) -> None:
-        self._flush_call = None
-        if self.lost or self.frontier is None or not self.frontier.waiting:
+        self._flush_call, self._flush_at = None, math.inf
+        if self.lost or self.frontier is None:
             return
+        if not self.frontier.waiting:
+            self._flush_due = math.inf
+            return
+        now = self.clock()
+        if self.frontier.exchanges == self._flush_calls and now < self._flush_due - FLUSH_EARLY:
+            # What waits came after a call took what waited before: its own due time.
+            self._flush_at = self._flush_due
+            self._flush_call = call_later(self._flush_due - now, self._flush_waiting)
+            return
+        self._flush_due = math.inf
         try:
             self.frontier.flush()
         except Exception as exc:

@@ -19,7 +19,7 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.fleet_scheduler import FLUSH_AFTER, FLUSH_EARLY, FleetScheduler
 from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -218,3 +218,33 @@ def test_leftover_claims_above_a_limit_lowered_since_are_given_back(worker: Work
     while (request := scheduler.next_request()) is not None:
         out.append(request)
     assert len(out) <= limit
+
+
+@in_a_loop
+def test_what_comes_after_a_claim_waits_its_own_flush_time(worker: Workers) -> None:
+    """A claim takes what waited; an answer that comes after it waits for the next
+    claim for FLUSH_AFTER from when it came, not for the rest of the wait before
+    the claim (it went alone a few milliseconds before the next claim would have
+    carried it: a round trip for nothing). It never waits longer."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    frontier = scheduler.frontier
+    assert frontier is not None
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()  # the pushes wait for it, the timer is set
+    assert first is not None and not frontier.waiting
+    assert scheduler._flush_call is not None
+    time.sleep(FLUSH_AFTER / 2)
+    came = scheduler.clock()
+    answer(scheduler, first, 200)  # it waits for the next claim
+    assert frontier.waiting
+    scheduler._flush_waiting()  # the timer set before the claim fires (called early)
+    if scheduler.clock() < came + FLUSH_AFTER - FLUSH_EARLY:  # not late on a busy machine
+        assert frontier.waiting  # not sent alone: it waits its own time
+        assert scheduler._flush_call is not None
+    time.sleep(FLUSH_AFTER)
+    scheduler._flush_waiting()  # fired at its due time: sent
+    assert not frontier.waiting
+    host = frontier.host("h.test")
+    # Stored: its place freed (the three claimed with it hold theirs).
+    assert host is not None and host.version == 1 and host.in_flight == 3

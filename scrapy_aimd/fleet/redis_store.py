@@ -332,6 +332,9 @@ class FleetFrontier(Generic[T]):
         #: What goes with the next call (see the module's docstring): answers,
         #: sends (host, lease, time) and leases done.
         self._answers: list[_Answer] = []
+        #: Calls that took what waited (each :meth:`_exchange`): a caller that
+        #: times how long something waits can tell that what waited went.
+        self.exchanges = 0
         self._pushes: list[_Push[T]] = []
         self._sent: list[tuple[str, str, str]] = []
         self._done: list[str] = []
@@ -556,6 +559,7 @@ class FleetFrontier(Generic[T]):
         sent, self._sent = self._sent, []
         done, self._done = self._done, []
         back, self._back = self._back, []
+        self.exchanges += 1
         if self._pushes_lost:
             done = []
             for answer in answers:
