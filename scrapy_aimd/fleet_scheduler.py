@@ -120,6 +120,10 @@ CLAIM_BATCH = 8
 #: Seconds a request claimed with others may wait to be handed out; older ones
 #: go back to their queues (the engine stopped asking), and their places with them.
 CLAIMED_FOR = 0.1
+#: Seconds after a claim that made fewer claims than asked (no host could start
+#: for more) during which a claim that would carry nothing is taken to make none
+#: too (see ``_ran_out``): the engine asks again at once for the room left.
+RAN_OUT_FOR = 0.01
 #: robots.txt requests a worker tries to place per ``next_request`` call.
 ROBOTS_PER_CALL = 8
 #: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
@@ -237,6 +241,8 @@ class FleetScheduler:
         #: Claimed with others in one round trip, not handed out yet: each with
         #: when it was claimed (this worker's clock).
         self.claimed: deque[tuple[Claim[Request], float]] = deque()
+        #: When the latest claim was made (this worker's clock).
+        self._claimed_at = -math.inf
         #: Hosts whose robots.txt this worker has settled (fetched or read from
         #: Redis): until then every send of the host is reported (see
         #: ``_on_reached_downloader``).
@@ -521,12 +527,15 @@ class FleetScheduler:
         if self.claimed:
             self._give_back_held()
         if not self.claimed:
+            if self._ran_out(now):
+                return None
             claims = self.frontier.claim_many(self._room())
             if not isinstance(claims, list):
                 wait = min(POLL, max(0.0, claims.ready_at - claims.now))
                 self.wake.arm(now + wait, now)
                 return None
             self.claimed.extend((claim, now) for claim in claims)
+            self._claimed_at = now
         claim, claimed_at = self.claimed.popleft()
         if self.claimed:  # the engine asks again at once; if not, soon
             self.wake.arm(now + CLAIMED_FOR / 2, now)
@@ -543,6 +552,25 @@ class FleetScheduler:
             return None
         # Handed out as if now was its claim: its send is timed from there.
         return self._hand_out(request, claim, claimed_at)
+
+    def _ran_out(self, now: float) -> bool:
+        """The latest call was a claim that made fewer claims than the room it
+        asked for (no host could start for more), under ``RAN_OUT_FOR`` ago, and
+        nothing waits to go with another (no answer freed a place, no request
+        was queued since): the engine asks again at once for the room left,
+        and that claim would make none before the first host is ready. None,
+        without a round trip; the wake timer is set as for a claim that made
+        none. (Another worker's news in those few milliseconds is seen with
+        the next claim, as it is when it comes just after a claim.)"""
+        assert self.frontier is not None
+        ran_out = self.frontier.ran_out
+        if ran_out is None or now - self._claimed_at >= RAN_OUT_FOR or self.frontier.waiting:
+            return False
+        wait = ran_out.ready_at - self.fleet.now()
+        if wait <= 0:
+            return False
+        self.wake.arm(now + min(POLL, wait), now)
+        return True
 
     def _room(self) -> int:
         """How many requests to claim: as many as the downloader has room for (the

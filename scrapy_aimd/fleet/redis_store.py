@@ -335,6 +335,11 @@ class FleetFrontier(Generic[T]):
         #: Calls that took what waited (each :meth:`_exchange`): a caller that
         #: times how long something waits can tell that what waited went.
         self.exchanges = 0
+        #: When no host may start, as the latest call found it if it was a claim
+        #: that made fewer claims than asked (a :class:`Wait`; None after any
+        #: other call): until a host is ready, nothing waits to go and no other
+        #: worker moved the fleet, another claim would make none.
+        self.ran_out: Wait | None = None
         self._pushes: list[_Push[T]] = []
         self._sent: list[tuple[str, str, str]] = []
         self._done: list[str] = []
@@ -460,16 +465,14 @@ class FleetFrontier(Generic[T]):
             first = unpack_fields(records[0])
             if first[0] == b"0":
                 self.counters.claim_misses += 1
-                self.counters.reaped += int(first[5])
-                return Wait(
-                    ready_at=float(first[1]),
-                    now=self.fleet.saw_time(first[2]),
-                    queued=int(first[3]),
-                    leased=int(first[4]),
-                )
+                self.ran_out = self._wait(first)
+                return self.ran_out
             claimed = []
             for record in records:
                 reply = unpack_fields(record)
+                if reply[0] == b"0":  # fewer than asked: none may start now
+                    self.ran_out = self._wait(reply)
+                    break
                 claimed.append((reply[3], *self._claimed(reply)))
             claims: list[Claim[T]] = []
             for member, lease_id, host, started, expires in claimed:
@@ -489,6 +492,16 @@ class FleetFrontier(Generic[T]):
                 claims.append(Claim(lease_id, host, item, started, expires))
             if claims:
                 return claims
+
+    def _wait(self, reply: list[bytes]) -> Wait:
+        """A claim's record of a miss (see claim.lua)."""
+        self.counters.reaped += int(reply[5])
+        return Wait(
+            ready_at=float(reply[1]),
+            now=self.fleet.saw_time(reply[2]),
+            queued=int(reply[3]),
+            leased=int(reply[4]),
+        )
 
     def flush(self) -> None:
         """Send what waits for the next claim now, without claiming (one round trip;
@@ -560,6 +573,7 @@ class FleetFrontier(Generic[T]):
         done, self._done = self._done, []
         back, self._back = self._back, []
         self.exchanges += 1
+        self.ran_out = None
         if self._pushes_lost:
             done = []
             for answer in answers:

@@ -22,8 +22,9 @@
 -- packed too, and how many leases were given back. Claims: each packed, as 1, lease id, host, member, started,
 -- expires, version, state, tickets, reaped (the first claim's), log
 -- entries... (state '=' and tickets '' when this worker stored that version:
--- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
--- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
+-- it holds them); then, when fewer were made than asked (none, or some: no
+-- host may start now), one more: 0, next ready time, now, queued, leased,
+-- reaped (0 after claims); or nothing when none was asked for. Feedbacks: for each, 1,
 -- new version, released, '', '', then how many log entries and those (the log
 -- if asked: else 0); or 0 (lost) or 2 (another worker's turn), version, state,
 -- tickets, the turn's end (for 0: the turn granted to this worker, '' for
@@ -140,9 +141,12 @@ while #claims < wanted do
     end
   end
 end
-if #claims == 0 then
+if #claims < wanted then
+  -- None, or fewer than asked: no host may start now. When the first may, as the
+  -- record of a miss, after the claims if any (the worker asks again at once
+  -- for the room left, and knows the answer).
   local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-  claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-    call('ZCARD', P .. ':leases'), reaped})
+  claims[#claims + 1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+    call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0})
 end
 return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed), given})
