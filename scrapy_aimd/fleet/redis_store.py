@@ -101,21 +101,31 @@ _PRIORITY_LIMIT: Final = 1 << 31
 
 
 def unpack_fields(packed: bytes) -> list[bytes]:
-    """The values a script packed into one string, each as ``<length>:<bytes>``
-    (``pack`` in common.lua): one reply element instead of one per value, which
-    costs the client about 2 us each. Raises FleetStoreError on a broken string."""
-    fields: list[bytes] = []
-    at, end = 0, len(packed)
+    """The values a script packed into one string: their lengths, comma-separated,
+    a ``;``, then the values one after the other (``pack`` in common.lua; empty
+    for none): one reply element instead of one per value, which costs the client
+    about 2 us each, cut apart with a split and a slice per value. Raises
+    FleetStoreError on a broken string."""
+    if not packed:
+        return []
+    head, separator, body = packed.partition(b";")
     try:
-        while at < end:
-            colon = packed.index(b":", at)
-            stop = colon + 1 + int(packed[at:colon])
-            if not colon < stop <= end:  # a negative length would go back for ever
-                raise ValueError("cut short" if stop > end else "a negative length")
-            fields.append(packed[colon + 1 : stop])
-            at = stop
+        if not separator:
+            raise ValueError("no ';' after the lengths")
+        lengths = [int(length) for length in head.split(b",")]
+        if min(lengths) < 0:  # it would cut a value from the wrong end
+            raise ValueError("a negative length")
+        total = sum(lengths)
+        if total != len(body):
+            raise ValueError("cut short" if total > len(body) else "more than its lengths")
     except ValueError as exc:
         raise FleetStoreError(f"a fleet script's reply cannot be read: {exc}") from exc
+    fields: list[bytes] = []
+    at = 0
+    for length in lengths:
+        stop = at + length
+        fields.append(body[at:stop])
+        at = stop
     return fields
 
 
