@@ -602,9 +602,8 @@ class FleetFrontier(Generic[T]):
         asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
         try:
             for index, answer in enumerate(answers):
-                args += self._prepare(answer)
-                args.append(repr(TURN_TIME) if answer.host in asks else "")
-                args.append("1" if last[answer.host] == index else "0")
+                turn = repr(TURN_TIME) if answer.host in asks else "-"
+                args += self._prepare(answer, turn, last[answer.host] == index)
         except Exception:
             # Nothing was sent: all of it waits again, its hosts as they were.
             self._put_back(hosts, answers, pushes, sent, done, back)
@@ -668,9 +667,10 @@ class FleetFrontier(Generic[T]):
         self._answers[:0], self._pushes[:0] = answers, pushes
         self._sent[:0], self._done[:0], self._back[:0] = sent, done, back
 
-    def _prepare(self, answer: _Answer) -> list[Any]:
+    def _prepare(self, answer: _Answer, turn: str, with_log: bool) -> list[Any]:
         """Apply the answer to the host as this worker last saw it (an earlier
-        answer of the same call included), the feedback's arguments as sent."""
+        answer of the same call included), the feedback's arguments as sent (see
+        :meth:`_feedback_args`)."""
         host = answer.host
         if not answer.losses:
             self.counters.feedbacks += 1
@@ -687,7 +687,7 @@ class FleetFrontier(Generic[T]):
         if not after.log:  # nothing left to replay: controller() has it as it is
             result.replica.viewed = after
         self._replicas[host] = result.replica
-        return self._feedback_args(answer, data, result)
+        return self._feedback_args(answer, data, result, turn, with_log)
 
     def _handle(self, answer: _Answer, data: HostData) -> None:
         """When the answer is applied, set the first time it goes (or is told):
@@ -741,20 +741,30 @@ class FleetFrontier(Generic[T]):
         answer.result = result
         return result
 
-    def _feedback_args(self, answer: _Answer, data: HostData, result: Applied) -> list[Any]:
-        return [
-            answer.host,
+    def _feedback_args(
+        self, answer: _Answer, data: HostData, result: Applied, turn: str, with_log: bool
+    ) -> list[Any]:
+        """The feedback as claim.lua takes it (``feedback_at``): host, state, tickets,
+        the last log entry replayed, and the rest in one string (one argument to
+        pack instead of eleven): the version it goes on from, the gap, limit and
+        pause, the lease ('-' for none), '1' to forget it, how long it holds
+        after, the entries replayed, the time, the ``turn`` asked for ('-' for
+        none) and '1' if the reply should carry the host's log."""
+        limits = result.limits
+        rest = "%d %r %d %r %s %s %r %d %r %s %s" % (  # noqa: UP031 (one format, no calls)
             data.version,
-            result.state,
-            *result.limits.as_args(),
-            answer.lease,
+            limits.gap,
+            limits.limit,
+            limits.pause,
+            answer.lease or "-",
             "1" if answer.done else "0",
-            repr(self.callback_time),
-            result.tickets,
+            self.callback_time,
             result.replayed,
-            result.last_replayed,
-            repr(answer.applied_at),
-        ]
+            answer.applied_at,
+            turn,
+            "1" if with_log else "0",
+        )
+        return [answer.host, result.state, result.tickets, result.last_replayed, rest]
 
     def _stored(self, answer: _Answer, version: int, released: bool, log: list[Any] | None) -> None:
         """The answer's state is stored as ``version``; ``log``: the host's log
