@@ -602,8 +602,8 @@ class FleetFrontier(Generic[T]):
         asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
         try:
             for index, answer in enumerate(answers):
-                turn = repr(TURN_TIME) if answer.host in asks else "-"
-                args += self._prepare(answer, turn, last[answer.host] == index)
+                asked = repr(TURN_TIME) if answer.host in asks else "-"
+                args += self._prepare(answer, asked, last[answer.host] == index)
         except Exception:
             # Nothing was sent: all of it waits again, its hosts as they were.
             self._put_back(hosts, answers, pushes, sent, done, back)
