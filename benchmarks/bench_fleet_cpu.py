@@ -47,7 +47,14 @@ the garbage collector outside the scheduler.
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
     PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 5]
-        [--no-scrapy-redis] [--codec-baseline] [--detail MOD:FUNC,...] [--profile FILE]
+        [--no-scrapy-redis] [--codec-baseline] [--against DIR] [--detail MOD:FUNC,...]
+        [--profile FILE]
+
+``--against DIR`` crawls, in the same rounds, with a fleet worker running the
+scrapy_aimd of another source tree (``git worktree add --detach DIR COMMIT``):
+two versions' fleet workers compared round by round, their crawls seconds
+apart, which the ratios to one process cannot do finely (they move by a
+third from one round to the next).
 """
 
 from __future__ import annotations
@@ -110,6 +117,9 @@ CRAWLERS = ("scrapy-aimd, one process", "scrapy-aimd, fleet worker", "scrapy-red
 CODEC_BASELINE = "scrapy-aimd, fleet worker, codec by to_dict"
 #: Set in the child's environment for ``CODEC_BASELINE``.
 CODEC_ENV = "AIMD_BENCH_CODEC_SHORTCUT"
+#: ``--against DIR``: a fleet worker running the scrapy_aimd of another source tree
+#: (a git worktree of another commit), crawling in the same rounds.
+AGAINST = "scrapy-aimd, fleet worker, --against"
 
 
 #: A probe runs after every this many timed calls.
@@ -281,7 +291,12 @@ def child(config_path: str) -> None:
     )
 
 
-def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
+def crawl(
+    kind: str, hosts: int, pages: int, out: Path, against: Path | None = None
+) -> dict[str, Any]:
+    """One crawl by ``kind`` in its own process; ``AGAINST``'s imports scrapy_aimd
+    from ``against`` (first on the crawl's path), the others from this tree."""
+    import fleetcrawl
     import redis
     from fleetcrawl import start_worker, wait_for
     from redis_server import RedisServer
@@ -305,6 +320,10 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
     os.environ.pop(CODEC_ENV, None)
     if kind == CODEC_BASELINE:
         os.environ[CODEC_ENV] = "off"  # read by the child
+    root = fleetcrawl.ROOT
+    if kind == AGAINST:
+        assert against is not None
+        fleetcrawl.ROOT = against  # first on the crawl's PYTHONPATH
     try:
         before = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
         with start_farm(specs, max_seconds=300) as farm:
@@ -315,6 +334,7 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
             wait_for([worker], 300)
         after = _redis_cpu(redis.Redis.from_url(server.url)) if server else 0.0
     finally:
+        fleetcrawl.ROOT = root
         os.environ.pop(CODEC_ENV, None)
         if server is not None:
             server.close()
@@ -324,6 +344,7 @@ def crawl(kind: str, hosts: int, pages: int, out: Path) -> dict[str, Any]:
     figures: dict[str, Any] = json.loads(cpu_file.read_text())
     stats = worker.stats()
     figures["requests"] = int(stats.get("response_received_count", 0))
+    figures["round_trips"] = int(stats.get("aimd/fleet/round_trips", 0))
     figures["redis_cpu"] = after - before
     figures["expected"] = hosts * (pages + 1)
     return figures
@@ -353,6 +374,15 @@ def main() -> None:
         action="store_true",
         help="also crawl, in the same rounds, with a fleet worker whose request codec "
         "takes no shortcut (Request.to_dict and request_from_dict for every request)",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also crawl, in the same rounds, with a fleet worker running the "
+        "scrapy_aimd of the source tree DIR (a git worktree of another commit); the "
+        "last line gives the fleet worker's ratio to it, round by round",
     )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--keep", type=Path, default=None)
@@ -393,6 +423,11 @@ def main() -> None:
     crawlers = list(CRAWLERS[:2] if args.no_scrapy_redis else CRAWLERS)
     if args.codec_baseline:
         crawlers.append(CODEC_BASELINE)
+    if args.against is not None:
+        args.against = args.against.resolve()
+        if not (args.against / "scrapy_aimd" / "__init__.py").is_file():
+            parser.error(f"--against {args.against}: no scrapy_aimd package there")
+        crawlers.append(AGAINST)
     if not args.no_scrapy_redis:
         try:
             importlib.import_module("scrapy_redis")
@@ -407,7 +442,7 @@ def main() -> None:
             # A B C, then C B A: a drift in the machine's load counts alike for all.
             for kind in crawlers if number % 2 == 0 else crawlers[::-1]:
                 out = base / f"round{number}" / kind.replace(" ", "-").replace(",", "")
-                figures = crawl(kind, args.hosts, args.pages, out)
+                figures = crawl(kind, args.hosts, args.pages, out, args.against)
                 print(
                     f"round {number + 1}, {kind}: {figures['requests']} requests, "
                     f"scheduler CPU {per(figures, 'scheduler_cpu') * 1e6:.0f} us/request",
@@ -469,7 +504,7 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
 
     base = CRAWLERS[0]
     count = len(rounds[base])
-    kinds = [kind for kind in (*CRAWLERS, CODEC_BASELINE) if kind in rounds]
+    kinds = [kind for kind in (*CRAWLERS, CODEC_BASELINE, AGAINST) if kind in rounds]
     print(
         f"\n{args.hosts} hosts of {args.pages} pages (5 ms), CONCURRENT_REQUESTS 16, "
         f"{count} rounds taking turns; per request answered, the median of the rounds. "
@@ -518,6 +553,13 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
             calls = statistics.median(f["detail"]["calls"].get(name, 0) for f in rounds[kind])
             spent = _median_of(rounds[kind], "detail", name)
             print(f"  {name}: {spent * 1e6:.1f} ({calls:.0f} calls)")
+    for kind in kinds:
+        if any(figures.get("round_trips") for figures in rounds[kind]):
+            trips = [per(figures, "round_trips") for figures in rounds[kind]]
+            print(
+                f"\n{kind}: {statistics.median(trips):.3f} Redis round trips per request "
+                f"(the median of the rounds; {min(trips):.3f} to {max(trips):.3f})"
+            )
     fleet = CRAWLERS[1]
     raw = ratios(rounds, fleet, base)
     probed = ratios(rounds, fleet, base, probed=True)
@@ -537,6 +579,14 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
         line += (
             f"; fleet worker / the same with the codec by to_dict: "
             f"{statistics.median(against):.2f}x (range {min(against):.2f}-{max(against):.2f}x)"
+        )
+    if AGAINST in rounds:
+        against = ratios(rounds, fleet, AGAINST)
+        quartiles = statistics.quantiles(against, n=4) if count > 1 else [against[0]] * 3
+        line += (
+            f"; fleet worker / the fleet worker of --against {args.against}: "
+            f"{statistics.median(against):.3f}x (quartiles {quartiles[0]:.2f}-"
+            f"{quartiles[2]:.2f}x, range {min(against):.2f}-{max(against):.2f}x)"
         )
     print(line)
 

@@ -106,6 +106,9 @@ DONE_EVERY = 0.05
 #: next claim to carry them before they go alone (requests claimed together are
 #: handed out without a round trip, so some do wait that long).
 FLUSH_AFTER = 0.02
+#: Seconds before its due time that the flush timer may fire and send what waits
+#: (timers' clocks and this worker's may differ that much).
+FLUSH_EARLY = 0.001
 #: Seconds a closing worker goes on sending answers that lose their race or wait
 #: for another worker's turn on their host (each turn lasts 50 ms at most).
 CLOSE_FLUSH = 1.0
@@ -117,6 +120,10 @@ CLAIM_BATCH = 8
 #: Seconds a request claimed with others may wait to be handed out; older ones
 #: go back to their queues (the engine stopped asking), and their places with them.
 CLAIMED_FOR = 0.1
+#: Seconds after a claim that made fewer claims than asked (no host could start
+#: for more) during which a claim that would carry nothing is taken to make none
+#: too (see ``_ran_out``): the engine asks again at once for the room left.
+RAN_OUT_FOR = 0.01
 #: robots.txt requests a worker tries to place per ``next_request`` call.
 ROBOTS_PER_CALL = 8
 #: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
@@ -234,6 +241,8 @@ class FleetScheduler:
         #: Claimed with others in one round trip, not handed out yet: each with
         #: when it was claimed (this worker's clock).
         self.claimed: deque[tuple[Claim[Request], float]] = deque()
+        #: When the latest claim was made (this worker's clock).
+        self._claimed_at = -math.inf
         #: Hosts whose robots.txt this worker has settled (fetched or read from
         #: Redis): until then every send of the host is reported (see
         #: ``_on_reached_downloader``).
@@ -241,10 +250,14 @@ class FleetScheduler:
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
         self._done_at = -math.inf
-        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``), and
-        #: when (this worker's clock).
+        #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``): the
+        #: timer and when it fires, and when what waits must go (this worker's
+        #: clock), set since the frontier's call ``_flush_calls`` (``exchanges``):
+        #: a call after it took what waited then, and the wait starts again.
         self._flush_call: CallLaterResult | None = None
+        self._flush_at = math.inf
         self._flush_due = math.inf
+        self._flush_calls = 0
         #: ``_give_back_held`` found none to give back at this ``FleetFrontier.changes``,
         #: and need not look again before this time (the fleet's clock) unless it moves.
         self._held_changes = -1
@@ -335,6 +348,7 @@ class FleetScheduler:
         if self._flush_call is not None:  # the steps above sent what it would have
             self._flush_call.cancel()
             self._flush_call = None
+            self._flush_at = math.inf
         if self.frontier is not None:
             counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
             for name, value in counted.items():
@@ -513,12 +527,15 @@ class FleetScheduler:
         if self.claimed:
             self._give_back_held()
         if not self.claimed:
+            if self._ran_out(now):
+                return None
             claims = self.frontier.claim_many(self._room())
             if not isinstance(claims, list):
                 wait = min(POLL, max(0.0, claims.ready_at - claims.now))
                 self.wake.arm(now + wait, now)
                 return None
             self.claimed.extend((claim, now) for claim in claims)
+            self._claimed_at = now
         claim, claimed_at = self.claimed.popleft()
         if self.claimed:  # the engine asks again at once; if not, soon
             self.wake.arm(now + CLAIMED_FOR / 2, now)
@@ -535,6 +552,25 @@ class FleetScheduler:
             return None
         # Handed out as if now was its claim: its send is timed from there.
         return self._hand_out(request, claim, claimed_at)
+
+    def _ran_out(self, now: float) -> bool:
+        """The latest call was a claim that made fewer claims than the room it
+        asked for (no host could start for more), under ``RAN_OUT_FOR`` ago, and
+        nothing waits to go with another (no answer freed a place, no request
+        was queued since): the engine asks again at once for the room left,
+        and that claim would make none before the first host is ready. None,
+        without a round trip; the wake timer is set as for a claim that made
+        none. (Another worker's news in those few milliseconds is seen with
+        the next claim, as it is when it comes just after a claim.)"""
+        assert self.frontier is not None
+        ran_out = self.frontier.ran_out
+        if ran_out is None or now - self._claimed_at >= RAN_OUT_FOR or self.frontier.waiting:
+            return False
+        wait = ran_out.ready_at - self.fleet.now()
+        if wait <= 0:
+            return False
+        self.wake.arm(now + min(POLL, wait), now)
+        return True
 
     def _room(self) -> int:
         """How many requests to claim: as many as the downloader has room for (the
@@ -684,14 +720,31 @@ class FleetScheduler:
 
     def _flush_soon(self, delay: float = FLUSH_AFTER) -> None:
         """What waits for the next claim goes alone after ``delay`` if no claim took
-        it: other workers see each answer soon, whatever this one does."""
-        due = self.clock() + delay
-        if self._flush_call is not None:
-            if self._flush_due <= due:
-                return
-            self._flush_call.cancel()
+        it: other workers see each answer soon, whatever this one does. A call that
+        took what waited (a claim, most often) ends its wait: what comes after it
+        waits its own ``delay`` from then (answers that still wait for their
+        turn on a host, no longer than the turn), not the rest of the wait
+        before, which would send it alone a few milliseconds before the next
+        claim would have taken it. The timer armed for the earlier wait is kept:
+        when it fires, it waits on to the new due time (see ``_flush_waiting``)."""
+        now = self.clock()
+        due = now + delay
+        frontier = self.frontier
+        calls = 0 if frontier is None else frontier.exchanges
+        if calls != self._flush_calls:  # what waited when the due was set went since
+            self._flush_calls, self._flush_due = calls, math.inf
+            retry = None if frontier is None else frontier.retry_in()
+            if retry is not None:
+                due = min(due, now + retry)
+        if self._flush_due <= due:
+            return
         self._flush_due = due
-        self._flush_call = call_later(delay, self._flush_waiting)
+        if self._flush_call is not None:
+            if self._flush_at <= due:
+                return  # it fires first and waits on to the due time
+            self._flush_call.cancel()
+        self._flush_at = due
+        self._flush_call = call_later(max(0.0, due - now), self._flush_waiting)
 
     def _flush_again(self) -> None:
         """Answers that went and were not stored (a lost race, another worker's turn
@@ -702,9 +755,19 @@ class FleetScheduler:
             self._flush_soon(retry)
 
     def _flush_waiting(self) -> None:
-        self._flush_call = None
-        if self.lost or self.frontier is None or not self.frontier.waiting:
+        self._flush_call, self._flush_at = None, math.inf
+        if self.lost or self.frontier is None:
             return
+        if not self.frontier.waiting:
+            self._flush_due = math.inf
+            return
+        now = self.clock()
+        if self.frontier.exchanges == self._flush_calls and now < self._flush_due - FLUSH_EARLY:
+            # What waits came after a call took what waited before: its own due time.
+            self._flush_at = self._flush_due
+            self._flush_call = call_later(self._flush_due - now, self._flush_waiting)
+            return
+        self._flush_due = math.inf
         try:
             self.frontier.flush()
         except Exception as exc:

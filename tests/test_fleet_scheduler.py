@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.fleet_scheduler import FLUSH_AFTER, FLUSH_EARLY, RAN_OUT_FOR, FleetScheduler
 from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -218,3 +219,73 @@ def test_leftover_claims_above_a_limit_lowered_since_are_given_back(worker: Work
     while (request := scheduler.next_request()) is not None:
         out.append(request)
     assert len(out) <= limit
+
+
+@in_a_loop
+def test_what_comes_after_a_claim_waits_its_own_flush_time(worker: Workers) -> None:
+    """A claim takes what waited; an answer that comes after it waits for the next
+    claim for FLUSH_AFTER from when it came, not for the rest of the wait before
+    the claim (it went alone a few milliseconds before the next claim would have
+    carried it: a round trip for nothing). It never waits longer."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4)
+    frontier = scheduler.frontier
+    assert frontier is not None
+    for n in range(4):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()  # the pushes wait for it, the timer is set
+    assert first is not None and not frontier.waiting
+    assert scheduler._flush_call is not None
+    time.sleep(FLUSH_AFTER / 2)
+    came = scheduler.clock()
+    answer(scheduler, first, 200)  # it waits for the next claim
+    assert frontier.waiting
+    scheduler._flush_waiting()  # the timer set before the claim fires (called early)
+    if scheduler.clock() < came + FLUSH_AFTER - FLUSH_EARLY:  # not late on a busy machine
+        assert frontier.waiting  # not sent alone: it waits its own time
+        assert scheduler._flush_call is not None
+    time.sleep(FLUSH_AFTER)
+    scheduler._flush_waiting()  # fired at its due time: sent
+    assert not frontier.waiting
+    host = frontier.host("h.test")
+    # Stored: its place freed (the three claimed with it hold theirs).
+    assert host is not None and host.version == 1 and host.in_flight == 3
+
+
+@in_a_loop
+def test_after_a_claim_that_ran_out_the_next_ask_costs_no_round_trip(worker: Workers) -> None:
+    """A claim made fewer claims than the room it asked for: no host may start for
+    more. The engine asks again at once for the room left; with nothing to carry
+    (no answer freed a place, no request queued) that claim would make none: None
+    without a round trip. What is carried next claims as ever."""
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=1)
+    frontier = scheduler.frontier
+    assert frontier is not None
+    for n in range(3):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}", dont_filter=True))
+    first = scheduler.next_request()  # room for 8, one made: the host takes one at once
+    assert first is not None and not scheduler.claimed
+    assert frontier.ran_out is not None and frontier.ran_out.ready_at == math.inf
+    trips = scheduler.fleet.counters.round_trips
+    started = scheduler.clock()
+    assert scheduler.next_request() is None
+    if scheduler.clock() - started < RAN_OUT_FOR:  # not late on a busy machine
+        assert scheduler.fleet.counters.round_trips == trips
+    answer(scheduler, first, 200)  # waits for the next claim, which frees its place
+    second = scheduler.next_request()
+    assert second is not None and second is not first
+    assert scheduler.fleet.counters.round_trips == trips + 1
+    host = frontier.host("h.test")
+    assert host is not None and host.in_flight == 1 and host.queued == 1
+
+
+@in_a_loop
+def test_a_request_queued_after_a_claim_that_ran_out_is_claimed_at_once(
+    worker: Workers,
+) -> None:
+    scheduler = worker(AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=1)
+    scheduler.enqueue_request(Request("http://h.test/", dont_filter=True))
+    assert scheduler.next_request() is not None
+    assert scheduler.frontier is not None and scheduler.frontier.ran_out is not None
+    scheduler.enqueue_request(Request("http://other.test/", dont_filter=True))
+    request = scheduler.next_request()  # the push goes with a claim, which takes it
+    assert request is not None and request.url == "http://other.test/"

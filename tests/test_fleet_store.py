@@ -10,6 +10,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from scrapy_aimd.fleet import (
     Item,
     SharedRobots,
     Wait,
+    redis_store,
 )
 from scrapy_aimd.fleet.redis_store import sort_score, unpack_fields
 from scrapy_aimd.fleet.rules import Replica
@@ -884,21 +886,38 @@ def test_scripts_are_packed_as_redis_py_packs_them() -> None:
         pack_evalsha("f00", (True,))
 
 
+def _packed(values: list[bytes]) -> bytes:
+    """``values`` as ``pack`` in common.lua writes them."""
+    if not values:
+        return b""
+    return b",".join(b"%d" % len(value) for value in values) + b";" + b"".join(values)
+
+
 @given(st.lists(st.binary(max_size=40), max_size=12))
 def test_a_packed_reply_unpacks_to_its_values(values: list[bytes]) -> None:
-    """``<length>:<bytes>`` per value, as ``pack`` in common.lua writes them (values
-    holding colons and digits included)."""
-    packed = b"".join(b"%d:%b" % (len(value), value) for value in values)
-    assert unpack_fields(packed) == values
+    """The lengths, a ``;``, the values, as ``pack`` in common.lua writes them
+    (values holding commas, semicolons and digits included)."""
+    assert unpack_fields(_packed(values)) == values
+
+
+def test_pack_in_the_scripts_writes_what_unpack_fields_reads(raw: redis.Redis) -> None:
+    """common.lua's ``pack`` itself, run by Redis: values of every kind, and none."""
+    folder = Path(redis_store.__file__).parent / "lua"
+    common = (folder / "common.lua").read_text(encoding="utf-8")
+    script = common + "return {pack({}), pack({1, '', 'a;b,c', 2.5, '0:1'})}"
+    empty, packed = raw.eval(script, 0, "aimd:pack-test")
+    assert unpack_fields(empty) == []
+    assert unpack_fields(packed) == [b"1", b"", b"a;b,c", b"2.5", b"0:1"]
 
 
 @pytest.mark.parametrize(
     "packed",
-    [b"3:ab", b"x:ab", b"2ab", b"-2:ab", b"-3:ab", b"1:a-1:", b"0:-1:", b":", b"9" * 30 + b":a"],
+    [b"3;ab", b"x;ab", b"2ab", b"-2;ab", b"2,-1;a", b"1;ab", b";", b"1,;a", b"9" * 30 + b";a"],
 )
 def test_a_broken_reply_is_a_store_error(packed: bytes) -> None:
-    """Cut short, a length that is not a number, no colon, a negative length (it
-    would step back for ever): a FleetStoreError, never a hang or another error."""
+    """Cut short, a length that is not a number, no ';', a negative length (it
+    would cut a value from the wrong end), more than its lengths: a
+    FleetStoreError, never another error."""
     with pytest.raises(FleetStoreError, match="reply cannot be read"):
         unpack_fields(packed)
 

@@ -3,8 +3,9 @@
 -- reports, feedbacks and done leases it carries, this worker's id, how many
 -- leases it gives back, and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
--- (as sent.lua); each feedback as the 14 values of store_feedback (common.lua)
--- and '1' if its reply should carry the host's log; each done lease as its id;
+-- (as sent.lua); each feedback as 5 values (see feedback_at: the 14 values of
+-- store_feedback in common.lua, and '1' if its reply should carry the host's
+-- log); each done lease as its id;
 -- each lease given back as its id (put back in its queue at once).
 -- What a worker learnt since its last call goes with its next claim, in this
 -- order: the requests queued (before the leases of their parents go), the
@@ -22,8 +23,9 @@
 -- packed too, and how many leases were given back. Claims: each packed, as 1, lease id, host, member, started,
 -- expires, version, state, tickets, reaped (the first claim's), log
 -- entries... (state '=' and tickets '' when this worker stored that version:
--- it holds them); or one, 0, next ready time, now, queued, leased, reaped, when
--- none could be made; or nothing when none was asked for. Feedbacks: for each, 1,
+-- it holds them); then, when fewer were made than asked (none, or some: no
+-- host may start now), one more: 0, next ready time, now, queued, leased,
+-- reaped (0 after claims); or nothing when none was asked for. Feedbacks: for each, 1,
 -- new version, released, '', '', then how many log entries and those (the log
 -- if asked: else 0); or 0 (lost) or 2 (another worker's turn), version, state,
 -- tickets, the turn's end (for 0: the turn granted to this worker, '' for
@@ -40,6 +42,25 @@ for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
 end
+-- A feedback of the call at ARGV[i]: host, state, tickets, the last log entry
+-- replayed ('' for none), and the rest in one string, separated by spaces:
+-- expected version, gap, limit, pause, lease id ('-' for none), '1' to forget
+-- the lease, seconds the kept lease holds, entries replayed, the event's time,
+-- the turn asked for ('-' for none), '1' if the reply should carry the log.
+-- Returns store_feedback's table, and whether to carry the log.
+local function feedback_at(i)
+  local w = {}
+  for word in string.gmatch(ARGV[i + 4], '%S+') do
+    w[#w + 1] = word
+  end
+  if #w ~= 11 then
+    error('a feedback of ' .. #w .. ' values, not 11: ' .. ARGV[i + 4])
+  end
+  local lease = w[5] == '-' and '' or w[5]
+  local turn = w[10] == '-' and '' or w[10]
+  return {ARGV[i], w[1], ARGV[i + 1], w[2], w[3], w[4], lease, w[6], w[7], ARGV[i + 2],
+    w[8], ARGV[i + 3], w[9], turn}, w[11] == '1'
+end
 local results = {}
 local lost = {}
 local function add_result(values, host, with_log)
@@ -53,10 +74,7 @@ local function add_result(values, host, with_log)
   end
 end
 for _ = 1, n_feedback do
-  local f = {}
-  for j = i, i + 13 do
-    f[#f + 1] = ARGV[j]
-  end
+  local f, with_log = feedback_at(i)
   local host = f[1]
   local status, version, third, tickets, turn
   local first = lost[host]
@@ -68,12 +86,12 @@ for _ = 1, n_feedback do
     status, version, third, tickets, turn = store_feedback(f, now, token)
   end
   if status == 1 then
-    add_result({1, version, third, '', ''}, host, ARGV[i + 14] == '1')
+    add_result({1, version, third, '', ''}, host, with_log)
   else
     lost[host] = first or {status, turn}
     add_result({status, version, third, tickets, turn}, host, true)
   end
-  i = i + 15
+  i = i + 5
 end
 local forgotten = 0
 for _ = 1, n_done do
@@ -140,9 +158,12 @@ while #claims < wanted do
     end
   end
 end
-if #claims == 0 then
+if #claims < wanted then
+  -- None, or fewer than asked: no host may start now. When the first may, as the
+  -- record of a miss, after the claims if any (the worker asks again at once
+  -- for the room left, and knows the answer).
   local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-  claims[1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-    call('ZCARD', P .. ':leases'), reaped})
+  claims[#claims + 1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+    call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0})
 end
 return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed), given})
