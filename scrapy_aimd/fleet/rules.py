@@ -48,9 +48,6 @@ class Limits:
     limit: int
     pause: float
 
-    def as_args(self) -> tuple[str, str, str]:
-        return repr(self.gap), str(self.limit), repr(self.pause)
-
 
 def limits_of(controller: HostController) -> Limits:
     return Limits(controller.delay, controller.concurrency, controller.paused_until)
