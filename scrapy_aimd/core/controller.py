@@ -606,9 +606,6 @@ class HostController:
     _unloaded: float | None = field(init=False, default=None)
     """The lowest median page latency of slow start's rounds: the host's pages at a
     load it took without slowing (see ``KNEE_RISE``)."""
-    _knee_cut: tuple[float, int] | None = field(init=False, default=None)
-    """After slow start, if the last judged round cut the limit back to the room: its
-    median page latency and the limit it was at (see :meth:`_found_room`)."""
     _credit: int = field(init=False, default=0)
     """Starts that may go without waiting for the gap (its floor still holds): the
     tokens a bucket whose rate and burst are known refilled during its pause."""
@@ -1363,43 +1360,26 @@ class HostController:
     def _found_room(self, now: float) -> bool:
         """A round whose pages became ``KNEE_RISE`` times slower than in slow start's
         lightest round does not grow the limit: the host queues what is above its
-        room. The limit goes back to that room, estimated as the limit over the
-        slowdown (a server whose pages take n / room times as long with n in flight),
-        never below half the limit: in slow start, where the doubling overshot; after
-        it, where additive growth crept past the room (the farm's ``slow`` host, room
-        for 10, held 13 at pages 1.3 times slower). After slow start, a round at the
-        lower limit that came not even half way down to what that cut predicts was
-        not slowed by the load: its median is the new reference, and the limit holds
-        (pages twice as slow whatever the load would otherwise be cut round after
-        round). A rise that a lower load does not bring down (a new normal, see
-        :meth:`_not_our_rise`) forgets the reference too."""
+        room. In slow start the limit goes back to that room, estimated as the limit
+        over the slowdown (a server whose pages take n / room times as long with n
+        in flight), never below the limit before the doubling; after slow start it
+        holds. A rise that a lower load does not bring down (a new normal, see
+        :meth:`_not_our_rise`) forgets the reference."""
         pages = sorted(self._round.pages)
         if len(pages) < KNEE_PAGES:
             return False
         median = pages[(len(pages) - 1) // 2]
         unloaded = self._unloaded
         if unloaded is not None and median > KNEE_RISE * unloaded:
-            room = max((self._concurrency + 1) // 2, round(self._concurrency * unloaded / median))
             if self._slow_start:
                 self._slow_start = False
-                self._concurrency = room
+                room = round(self._concurrency * unloaded / median)
+                self._concurrency = max((self._concurrency + 1) // 2, room)
                 # The queue of the doubling is not read as a rise: its answers are
                 # from before this decrease (at most one per round).
                 self._round_number += 1
-                self._knee_cut = None
-            elif (cut := self._knee_cut) is not None and 2 * median > cut[0] * (
-                1 + self._concurrency / cut[1]
-            ):
-                # Not even half the way down that a queue of the load cut would
-                # give: the load did not slow the pages, and they are the new normal.
-                self._unloaded, self._knee_cut = median, None
-            elif room < self._concurrency:
-                self._knee_cut = (median, self._concurrency)
-                self._concurrency = room
-                self._round_number += 1
             self._fresh_round(now)
             return True
-        self._knee_cut = None
         if unloaded is None or (self._slow_start and median < unloaded):
             # Set in slow start, at the lightest loads; after it the rounds'
             # medians, many and jittered, would only drift it down.
@@ -1608,7 +1588,6 @@ class HostController:
             "round_pages": list(rnd.pages),
             "unloaded": self._unloaded,
             "credit": self._credit,
-            "knee_cut": None if self._knee_cut is None else list(self._knee_cut),
         }
         return {
             "version": _STATE_VERSION,
@@ -1734,8 +1713,6 @@ class HostController:
         ]
         self._unloaded = _state_optional(m, "unloaded")
         self._credit = _state_int(m, "credit", 0, 0)
-        cut = _state_pair(m, "knee_cut")
-        self._knee_cut = None if cut is None else (cut[0], max(1, int(cut[1])))
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
