@@ -177,8 +177,12 @@ def test_a_state_moved_to_another_clock_behaves_the_same_there() -> None:
     assert moved.paused_until == host.paused_until + 500.0
     assert moved.ready_at(now + 500.0) == host.ready_at(now) + 500.0
     back, original = shift_state(moved.state(), -500.0)["memory"], host.state()["memory"]
-    for key in ("last_start", "previous_start", "pause_start", "pause_until", "latency_since"):
+    times = ("last_start", "previous_start", "pause_start", "pause_until", "latency_since")
+    for key in (*times, "round_since"):
         assert back[key] == pytest.approx(original[key]), key
+    assert moved.state()["memory"]["round_since"] == pytest.approx(
+        original["round_since"] + 500.0
+    )
     assert back["accepted"] == pytest.approx(original["accepted"])
     assert back["paused_before"] == original["paused_before"]  # a length, not a time
 
@@ -256,6 +260,9 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"survivor_fetches": [[1.0, math.nan]]},
         {"round_pages": "slow"},
         {"round_pages": [-1.0]},
+        {"round_own": "slow"},
+        {"round_own": [-1.0]},
+        {"round_since": "then"},
         {"unloaded": [1.0]},
         {"unloaded": "light"},
     ],
