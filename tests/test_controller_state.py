@@ -180,9 +180,7 @@ def test_a_state_moved_to_another_clock_behaves_the_same_there() -> None:
     times = ("last_start", "previous_start", "pause_start", "pause_until", "latency_since")
     for key in (*times, "round_since"):
         assert back[key] == pytest.approx(original[key]), key
-    assert moved.state()["memory"]["round_since"] == pytest.approx(
-        original["round_since"] + 500.0
-    )
+    assert moved.state()["memory"]["round_since"] == pytest.approx(original["round_since"] + 500.0)
     assert back["accepted"] == pytest.approx(original["accepted"])
     assert back["paused_before"] == original["paused_before"]  # a length, not a time
 
