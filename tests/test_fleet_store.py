@@ -32,7 +32,7 @@ from scrapy_aimd.fleet import (
     Wait,
     redis_store,
 )
-from scrapy_aimd.fleet.redis_store import sort_score, unpack_fields
+from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
 from scrapy_aimd.fleet.rules import Replica
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -929,6 +929,49 @@ def test_any_reply_unpacks_or_is_a_store_error(packed: bytes) -> None:
     except FleetStoreError:
         return
     assert sum(len(field) for field in fields) <= len(packed)
+
+
+def test_a_claim_reply_reads_as_its_parts() -> None:
+    """claim.lua's one flat list: now, forgotten, given, the arrival numbers and the
+    feedbacks' values each after their count, then each record after its size."""
+    values = [b"12.5", b"2", b"1", b"2", b"7", b"0", b"3", b"1", b"4", b"0"]
+    records = [[b"1", b"lease", b"h", b"m"], [b"0", b"inf", b"12.5", b"0", b"0", b"0"]]
+    for record in records:
+        values += [b"%d" % len(record), *record]
+    reply = read_claim_reply(_packed(values))
+    assert (reply.now, reply.forgotten, reply.given) == (b"12.5", 2, 1)
+    assert reply.arrivals == [b"7", b"0"]
+    assert reply.results == [b"1", b"4", b"0"]
+    assert reply.records == records
+    empty = read_claim_reply(_packed([b"1.0", b"0", b"0", b"0", b"0"]))
+    assert (empty.arrivals, empty.results, empty.records) == ([], [], [])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [b"1.0", b"0", b"0", b"0"],  # no feedbacks' count
+        [b"1.0", b"0", b"0", b"3", b"7", b"0"],  # fewer arrivals than counted
+        [b"1.0", b"0", b"0", b"-1", b"0"],
+        [b"1.0", b"0", b"0", b"0", b"0", b"0"],  # an empty record
+        [b"1.0", b"0", b"0", b"0", b"0", b"3", b"1"],  # a record cut short
+        [b"1.0", b"x", b"0", b"0", b"0"],
+    ],
+)
+def test_a_broken_claim_reply_is_a_store_error(values: list[bytes]) -> None:
+    with pytest.raises(FleetStoreError, match="reply cannot be read"):
+        read_claim_reply(_packed(values))
+
+
+@given(st.lists(st.sampled_from([b"0", b"1", b"2", b"3", b"-1", b"x", b""]), max_size=12))
+def test_any_claim_reply_reads_or_is_a_store_error(values: list[bytes]) -> None:
+    try:
+        reply = read_claim_reply(_packed(values))
+    except FleetStoreError:
+        return
+    parts = 3 + 2 + len(reply.arrivals) + len(reply.results)
+    assert parts + sum(1 + len(record) for record in reply.records) == len(values)
 
 
 # -- robots.txt, fetched once per fleet (scrapy_aimd.fleet.robots_store) --------------

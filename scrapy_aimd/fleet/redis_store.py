@@ -57,6 +57,7 @@ from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
     "Claim",
+    "ClaimReply",
     "Contention",
     "FleetFrontier",
     "FleetStatus",
@@ -64,6 +65,7 @@ __all__ = [
     "Item",
     "Wait",
     "lease_time",
+    "read_claim_reply",
     "sort_score",
 ]
 
@@ -127,6 +129,47 @@ def unpack_fields(packed: bytes) -> list[bytes]:
         fields.append(body[at:stop])
         at = stop
     return fields
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimReply:
+    """A claim script's reply, cut apart (claim.lua): the server's time, the leases
+    forgotten and given back, an arrival number per request queued, the
+    feedbacks' values, and the claims' records."""
+
+    now: bytes
+    forgotten: int
+    given: int
+    arrivals: list[bytes]
+    results: list[bytes]
+    records: list[list[bytes]]
+
+
+def read_claim_reply(packed: bytes) -> ClaimReply:
+    """The claim script's reply, one packed list (one :func:`unpack_fields` for the
+    whole call): each part after the first three given with its count first.
+    Raises FleetStoreError on a reply of another shape."""
+    fields = unpack_fields(packed)
+    end = len(fields)
+    try:
+        if end < 5:
+            raise ValueError(f"{end} values")
+        now, forgotten, given, count = fields[:4]
+        at = 4 + int(count)
+        stop = at + 1 + int(fields[at])
+        if at < 4 or stop <= at:
+            raise ValueError("a negative count")
+        arrivals, results, records = fields[4:at], fields[at + 1 : stop], []
+        while stop < end:
+            at, stop = stop + 1, stop + 1 + int(fields[stop])
+            if stop <= at:
+                raise ValueError("an empty claim record")
+            records.append(fields[at:stop])
+        if stop != end:
+            raise ValueError("cut short")
+        return ClaimReply(now, int(forgotten), int(given), arrivals, results, records)
+    except (ValueError, IndexError) as exc:
+        raise FleetStoreError(f"a claim's reply cannot be read: {exc}") from exc
 
 
 def lease_time(download_timeout: float) -> float:
@@ -472,14 +515,13 @@ class FleetFrontier(Generic[T]):
             records = self._exchange(claim=max(1, count))
             if not records:
                 raise FleetStoreError("a claim's reply has neither a claim nor a wait")
-            first = unpack_fields(records[0])
+            first = records[0]
             if first[0] == b"0":
                 self.counters.claim_misses += 1
                 self.ran_out = self._wait(first)
                 return self.ran_out
             claimed = []
-            for record in records:
-                reply = unpack_fields(record)
+            for reply in records:
                 if reply[0] == b"0":  # fewer than asked: none may start now
                     self.ran_out = self._wait(reply)
                     break
@@ -573,10 +615,10 @@ class FleetFrontier(Generic[T]):
         self._answers = [a for a in self._answers if a.host in self._turns]
         return answers
 
-    def _exchange(self, *, claim: int) -> list[bytes]:
+    def _exchange(self, *, claim: int) -> list[list[bytes]]:
         """One claim script: what waits, then up to ``claim`` claims. Returns the
-        claims' records (packed; one wait record if none could be made, none
-        without a claim). Answers not stored wait again, first."""
+        claims' records (one wait record if none could be made, none without a
+        claim). Answers not stored wait again, first."""
         answers = self._answers_to_send()
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
@@ -615,20 +657,17 @@ class FleetFrontier(Generic[T]):
         what = ", ".join(name for name, items in carried if items)
         what = f"claim{' with ' if what else ''}{what}" if claim else what
         lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
-        reply = unpack_fields(self.fleet.call("claim", *args, what=what))
+        reply = read_claim_reply(self.fleet.call("claim", *args, what=what))
         self._pushes_lost = lost
-        if len(reply) != 6:
-            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 6")
-        now, forgotten, packed, results, arrivals, given = reply
-        self.fleet.saw_time(now)
-        self._forgotten, self._given = int(forgotten), int(given)
-        numbers = unpack_fields(arrivals)
+        self.fleet.saw_time(reply.now)
+        self._forgotten, self._given = reply.forgotten, reply.given
+        numbers = reply.arrivals
         at = 0
         for push in pushes:
             push.took(numbers[at : at + len(push.places)])
             at += len(push.places)
         retries: list[_Answer] = []
-        fields = unpack_fields(results)
+        fields = reply.results
         at = 0
         for index, answer in enumerate(answers):
             ok, version, third, tickets, turn, count = fields[at : at + 6]
@@ -645,7 +684,7 @@ class FleetFrontier(Generic[T]):
             self._answers[:0] = retries
             if self._again is not None:
                 self._again()
-        return unpack_fields(packed)
+        return reply.records
 
     def _put_back(
         self,
