@@ -886,6 +886,42 @@ def test_scripts_are_packed_as_redis_py_packs_them() -> None:
         pack_evalsha("f00", (True,))
 
 
+def test_arguments_framed_ahead_are_packed_as_the_values_they_frame() -> None:
+    """An ``Encoded`` (a pushed request's or an answer's values framed in one
+    format) goes on the wire as its values would, one argument each."""
+    from redis.connection import Connection
+
+    from scrapy_aimd.fleet.connection import BULK, Encoded, pack_evalsha
+
+    values = [b"h\xc3\xb4st", b"", b"\x00\r\n;", b"2.5"]
+    framed = Encoded(b"".join(BULK % (len(value), value) for value in values), len(values))
+    arguments = ("aimd:x", 3, framed, "s 1 2.5", Encoded(b"", 0), b"z")
+    plain = ("aimd:x", 3, *values, "s 1 2.5", b"z")
+    expected = b"".join(Connection().pack_command("EVALSHA", "f00", 0, *plain))
+    assert pack_evalsha("f00", arguments) == expected
+
+
+def test_a_push_frames_what_the_plain_arguments_were(frontier: Frontiers) -> None:
+    """A pushed request's framed values are its 7 plain ones: host, score,
+    request, seen bucket and member, the host's initial gap and limit."""
+    from redis.connection import Connection
+
+    from scrapy_aimd.fleet.connection import pack_evalsha
+
+    worker = frontier()
+    key = (0xABC << 52) | 12345
+    batch = worker._pushable(
+        [Item("hôst", b"req", priority=3, depth=2, key=key), Item("h2", b"r2")], lambda r: None
+    )
+    bucket, member = worker.seen.bucket_and_member(key)
+    gap, limit = worker._initial("hôst")
+    gap2, limit2 = worker._initial("h2")
+    plain = ["hôst", sort_score(3, 2), b"req", bucket, member, gap, limit]
+    plain += ["h2", sort_score(0, 0), b"r2", "", "", gap2, limit2]
+    expected = b"".join(Connection().pack_command("EVALSHA", "f00", 0, *plain))
+    assert pack_evalsha("f00", tuple(batch.args)) == expected
+
+
 def _packed(values: list[bytes]) -> bytes:
     """``values`` as ``pack`` in common.lua writes them."""
     if not values:

@@ -27,7 +27,16 @@ from redis.retry import Retry
 
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 
-__all__ = ["DEFAULT_BUCKETS", "FORMAT", "Fleet", "FleetCounters", "masked_url"]
+__all__ = [
+    "BULK",
+    "DEFAULT_BUCKETS",
+    "FORMAT",
+    "Encoded",
+    "Fleet",
+    "FleetCounters",
+    "masked_url",
+    "pack_evalsha",
+]
 
 #: The layout of the keys; a fleet of another format is refused (2: host states
 #: pickled, and answers carried by claims).
@@ -263,27 +272,51 @@ class Fleet:
         self.redis.close()
 
 
+class Encoded:
+    """Arguments already in the Redis protocol (``$<length>\\r\\n<value>\\r\\n``
+    each, :data:`BULK`), that :func:`pack_evalsha` takes as they are:
+    a request pushed or an answer carried formats its values with one ``%``
+    instead of one each."""
+
+    __slots__ = ("count", "data")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data, self.count = data, count
+
+
+#: The protocol's frame of one value, bytes: ``BULK % (len(value), value)``.
+BULK: Final = b"$%d\r\n%b\r\n"
+
+
 def pack_evalsha(sha: str, arguments: tuple[Any, ...]) -> bytes:
     """``EVALSHA sha 0 *arguments`` in the Redis protocol, as redis-py packs it
     (str as UTF-8, int and float by their repr) at a tenth of its CPU: a claim
     that carries answers and pushes has some 80 arguments, a push 7 per request.
-    One ``%`` and one append per argument, then one join."""
-    parts = [
-        b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n"
-        % (len(arguments) + 3, len(sha), sha.encode("ascii"))
-    ]
+    One ``%`` and one append per argument (an :class:`Encoded` is appended as it
+    is), then one join."""
+    parts = [b""]
     append = parts.append
+    count = len(arguments) + 3
     for argument in arguments:
         kind = type(argument)  # the exact types first: most arguments are
         if kind is str:
             data = argument.encode()
         elif kind is bytes:
             data = argument
+        elif kind is Encoded:
+            append(argument.data)
+            count += argument.count - 1
+            continue
         elif kind is int or kind is float:
             data = repr(argument).encode()
         else:
             data = _encode_other(argument)
-        append(b"$%d\r\n%b\r\n" % (len(data), data))
+        append(BULK % (len(data), data))
+    parts[0] = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (
+        count,
+        len(sha),
+        sha.encode("ascii"),
+    )
     return b"".join(parts)
 
 

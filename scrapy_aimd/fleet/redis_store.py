@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
-from scrapy_aimd.fleet.connection import Fleet
+from scrapy_aimd.fleet.connection import BULK, Encoded, Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
 from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
 from scrapy_aimd.fleet.rules import (
@@ -94,6 +94,11 @@ PUSH_BATCH: Final = 500
 #: first (a few MB at most).
 OWN_ITEMS: Final = 4096
 _ARRIVAL_CHARS: Final = 16
+#: A pushed request's 7 values framed (see ``FleetFrontier._pushable``): the host
+#: and its gap and limit come framed already.
+_PUSH_FRAME: Final = b"%b" + BULK * 4 + b"%b"
+#: A feedback's 5 values framed (see ``FleetFrontier._feedback_args``).
+_FEEDBACK_FRAME: Final = BULK * 5
 #: A claim's reply's state when this worker stored the host's version (claim.lua).
 MINE: Final = b"="
 #: The sort key (-priority, depth) as one exact float score: priority in
@@ -364,6 +369,8 @@ class FleetFrontier(Generic[T]):
         self.lease_time = lease_time
         #: Seconds a lease still holds after its answer, while the callback runs.
         self.callback_time = min(LEASE_MARGIN, lease_time)
+        #: Per host, the framed values of its pushed requests (see ``_push_frame``).
+        self._push_frames: dict[str, tuple[bytes, bytes]] = {}
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
         #: Bumped whenever a host's data or replica changes, so whatever
@@ -450,20 +457,44 @@ class FleetFrontier(Generic[T]):
     ) -> _Push[T]:
         """The push script's arguments for ``items`` (those that can be serialized)."""
         batch: _Push[T] = _Push(self, items, then)
+        frames = self._push_frames
         for index, entry in enumerate(items):
             data = self._encode(entry.item)
             if data is None:
                 self.unserializable += 1
                 continue
             if entry.key is None:
-                bucket, member = "", ""
+                bucket, member = b"", b""
             else:
-                bucket, member = self.seen.bucket_and_member(entry.key)
-            gap, limit = self._initial(entry.host)
-            batch.args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket)
-            batch.args += (member, gap, limit)
+                bucket, member = self.seen.bucket_and_member_bytes(entry.key)
+            framed = frames.get(entry.host)
+            if framed is None:
+                framed = frames[entry.host] = self._push_frame(entry.host)
+            score = b"%d" % sort_score(entry.priority, entry.depth)
+            # The 7 values in one format (see Encoded): host, score, the request,
+            # its seen bucket and member, the host's initial gap and limit.
+            frame = _PUSH_FRAME % (
+                framed[0],
+                len(score),
+                score,
+                len(data),
+                data,
+                len(bucket),
+                bucket,
+                len(member),
+                member,
+                framed[1],
+            )
+            batch.args.append(Encoded(frame, 7))
             batch.places.append(index)
         return batch
+
+    def _push_frame(self, host: str) -> tuple[bytes, bytes]:
+        """A pushed request's values that are its host's (see ``_pushable``), framed:
+        the host, and its initial gap and limit."""
+        name = host.encode()
+        gap, limit = (value.encode() for value in self._initial(host))
+        return BULK % (len(name), name), BULK % (len(gap), gap) + BULK % (len(limit), limit)
 
     def _keep_own(self, arrival: str, item: T) -> None:
         """Keep a pushed item to hand out as it is if this worker claims it (an
@@ -645,7 +676,7 @@ class FleetFrontier(Generic[T]):
         try:
             for index, answer in enumerate(answers):
                 asked = repr(TURN_TIME) if answer.host in asks else "-"
-                args += self._prepare(answer, asked, last[answer.host] == index)
+                args.append(self._prepare(answer, asked, last[answer.host] == index))
         except Exception:
             # Nothing was sent: all of it waits again, its hosts as they were.
             self._put_back(hosts, answers, pushes, sent, done, back)
@@ -706,7 +737,7 @@ class FleetFrontier(Generic[T]):
         self._answers[:0], self._pushes[:0] = answers, pushes
         self._sent[:0], self._done[:0], self._back[:0] = sent, done, back
 
-    def _prepare(self, answer: _Answer, turn: str, with_log: bool) -> list[Any]:
+    def _prepare(self, answer: _Answer, turn: str, with_log: bool) -> Encoded:
         """Apply the answer to the host as this worker last saw it (an earlier
         answer of the same call included), the feedback's arguments as sent (see
         :meth:`_feedback_args`)."""
@@ -782,28 +813,46 @@ class FleetFrontier(Generic[T]):
 
     def _feedback_args(
         self, answer: _Answer, data: HostData, result: Applied, turn: str, with_log: bool
-    ) -> list[Any]:
-        """The feedback as claim.lua takes it (``feedback_at``): host, state, tickets,
-        the last log entry replayed, and the rest in one string (one argument to
-        pack instead of eleven): the version it goes on from, the gap, limit and
-        pause, the lease ('-' for none), '1' to forget it, how long it holds
-        after, the entries replayed, the time, the ``turn`` asked for ('-' for
-        none) and '1' if the reply should carry the host's log."""
+    ) -> Encoded:
+        """The feedback as claim.lua takes it (``feedback_at``), its five values
+        framed in one format (see :class:`Encoded`): host, state, tickets, the last
+        log entry replayed, and the rest in one string (one argument to pack
+        instead of eleven): the version it goes on from, the gap, limit and pause,
+        the lease ('-' for none), '1' to forget it, how long it holds after, the
+        entries replayed, the time, the ``turn`` asked for ('-' for none) and '1'
+        if the reply should carry the host's log."""
         limits = result.limits
-        rest = "%d %r %d %r %s %s %r %d %r %s %s" % (  # noqa: UP031 (one format, no calls)
-            data.version,
-            limits.gap,
-            limits.limit,
-            limits.pause,
-            answer.lease or "-",
-            "1" if answer.done else "0",
-            self.callback_time,
-            result.replayed,
-            answer.applied_at,
-            turn,
-            "1" if with_log else "0",
+        rest = (
+            "%d %r %d %r %s %s %r %d %r %s %s"  # noqa: UP031 (one format, no calls)
+            % (
+                data.version,
+                limits.gap,
+                limits.limit,
+                limits.pause,
+                answer.lease or "-",
+                "1" if answer.done else "0",
+                self.callback_time,
+                result.replayed,
+                answer.applied_at,
+                turn,
+                "1" if with_log else "0",
+            )
+        ).encode()
+        host = answer.host.encode()
+        state, tickets, last = result.state, result.tickets, result.last_replayed.encode()
+        frame = _FEEDBACK_FRAME % (
+            len(host),
+            host,
+            len(state),
+            state,
+            len(tickets),
+            tickets,
+            len(last),
+            last,
+            len(rest),
+            rest,
         )
-        return [answer.host, result.state, result.tickets, result.last_replayed, rest]
+        return Encoded(frame, 5)
 
     def _stored(self, answer: _Answer, version: int, released: bool, log: list[Any] | None) -> None:
         """The answer's state is stored as ``version``; ``log``: the host's log
