@@ -354,3 +354,80 @@ def test_kill_9_of_a_worker_loses_none_of_its_requests(server: RedisServer, pref
             time.sleep(0.02)
     assert sorted(fetched) == sorted(pages)  # the killed worker's 3 among them, once each
     assert survivor.counters.reaped == 3
+
+
+#: Replies of every kind a script can give (RESP2), nested and large.
+_REPLIES = r"""
+local kind = ARGV[2]
+if kind == 'nested' then
+  return {1, -7, 'two', '', false, {3, {'x;y', 'a\r\nb'}, {}}, string.rep('z', 100)}
+elseif kind == 'large' then
+  return {string.rep('L', 200000), 5, string.rep('M', 70000)}
+elseif kind == 'status' then
+  return redis.status_reply('FINE')
+elseif kind == 'nil' then
+  return false
+elseif kind == 'error' then
+  return redis.error_reply('AIMDKEY some:key is odd')
+end
+error('boom')
+"""
+
+
+@pytest.mark.parametrize("kind", ["nested", "large", "status", "nil"])
+def test_the_fleet_reads_every_reply_as_redis_py_does(
+    server: RedisServer, raw: redis.Redis, prefix: str, kind: str
+) -> None:
+    """The fleet reads its scripts' replies from the socket itself: strings, integers,
+    nil, status, arrays nested and empty, a reply longer than one read."""
+    fleet = Fleet(server.url, prefix)
+    sha = raw.script_load(_REPLIES)
+    assert fleet._evalsha(sha, (prefix, kind)) == raw.evalsha(sha, 0, prefix, kind)
+    # The connection is still in step: the next call reads its own reply.
+    assert fleet._evalsha(sha, (prefix, "nil")) is None
+    fleet.close()
+
+
+def test_error_replies_are_redis_py_errors_and_keep_the_connection(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    fleet = Fleet(server.url, prefix)
+    sha = raw.script_load(_REPLIES)
+    with pytest.raises(redis.ResponseError, match="AIMDKEY some:key is odd") as caught:
+        fleet._evalsha(sha, (prefix, "error"))
+    with pytest.raises(redis.ResponseError, match="boom"):
+        raw.evalsha(sha, 0, prefix, "raise")
+    with pytest.raises(type(caught.value), match="boom"):
+        fleet._evalsha(sha, (prefix, "raise"))
+    with pytest.raises(redis.exceptions.NoScriptError):
+        fleet._evalsha("0" * 40, (prefix,))
+    connection = fleet._connection
+    assert fleet._evalsha(sha, (prefix, "nested"))[2] == b"two"
+    assert fleet._connection is connection and connection._sock is not None
+    fleet.close()
+
+
+def test_a_broken_reply_drops_the_connection(server: RedisServer, prefix: str) -> None:
+    """Bytes that are not a reply, or a server that closes mid-reply: a connection
+    error (the fleet's FleetConnectionLost), the connection dropped; the next call
+    connects again."""
+    import socket
+    import threading
+
+    from scrapy_aimd.fleet.connection import read_reply
+
+    for sent in (b"?what\r\n", b"$10\r\nabc", b"*2\r\n:1\r\n"):
+        ours, theirs = socket.socketpair()
+        ours.settimeout(2.0)
+        theirs.sendall(sent)
+        threading.Timer(0.1, theirs.close).start()
+        with pytest.raises(redis.ConnectionError):
+            read_reply(ours)
+        ours.close()
+    fleet = Fleet(server.url, prefix)
+    fleet._connection._sock.close()  # the socket fails under the connection
+    with pytest.raises(FleetConnectionLost, match="status"):
+        fleet.call("status")
+    assert fleet._connection._sock is None
+    assert int(fleet.call("status")[0]) == 0  # connected again
+    fleet.close()
