@@ -204,9 +204,10 @@ class Fleet:
         self._server_time, self._local_time = value, time.monotonic()
         return value
 
-    def call(self, script: str, *args: Any, what: str = "") -> Any:
+    def call(self, script: str, *args: Any, what: str | Callable[[], str] = "") -> Any:
         """Run a fleet script: one round trip (two if Redis lost the script).
-        ``what``: what the call does, for errors (default: the script's name)."""
+        ``what``: what the call does, for errors (default: the script's name), or
+        a function that tells it (only an error calls it)."""
         source = self._scripts[script]
         arguments = (self.prefix, *args)
         try:
@@ -224,7 +225,7 @@ class Fleet:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise FleetConnectionLost(
                 f"Lost the connection to Redis at AIMD_REDIS_URL={masked_url(self.url)!r} "
-                f"({what or script}): {exc}"
+                f"({_what(script, what)}): {exc}"
             ) from exc
         except redis.ResponseError as exc:
             message = str(exc)
@@ -234,11 +235,11 @@ class Fleet:
                     f"(AIMD_FLEET_KEY={self.prefix!r}); not touched"
                 ) from exc
             raise FleetStoreError(
-                f"Redis refused the fleet's {script} script ({what or script}): {exc}"
+                f"Redis refused the fleet's {script} script ({_what(script, what)}): {exc}"
             ) from exc
         except redis.RedisError as exc:
             raise FleetStoreError(
-                f"Redis failed in the fleet's {script} script ({what or script}): {exc}"
+                f"Redis failed in the fleet's {script} script ({_what(script, what)}): {exc}"
             ) from exc
 
     def _evalsha(self, sha: str, arguments: tuple[Any, ...]) -> Any:
@@ -304,6 +305,12 @@ class Encoded:
 
 #: The protocol's frame of one value, bytes: ``BULK % (len(value), value)``.
 BULK: Final = b"$%d\r\n%b\r\n"
+
+
+def _what(script: str, what: str | Callable[[], str]) -> str:
+    """What a call did, for its error (see :meth:`Fleet.call`)."""
+    told = what() if callable(what) else what
+    return told or script
 
 
 def pack_evalsha(sha: str, arguments: tuple[Any, ...]) -> bytes:

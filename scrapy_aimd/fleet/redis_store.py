@@ -556,7 +556,7 @@ class FleetFrontier(Generic[T]):
                 if reply[0] == b"0":  # fewer than asked: none may start now
                     self.ran_out = self._wait(reply)
                     break
-                claimed.append((reply[3], *self._claimed(reply)))
+                claimed.append((reply[3], *self._claimed(reply, seen=True)))
             claims: list[Claim[T]] = []
             for member, lease_id, host, started, expires in claimed:
                 try:
@@ -669,24 +669,28 @@ class FleetFrontier(Generic[T]):
         for report in sent:
             args += report
         last = {answer.host: index for index, answer in enumerate(answers)}
-        hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
-        # A host's first answer of the call is the one the script tries: it asks for
-        # the turn for all of them (each is computed on the one before).
-        asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
-        try:
-            for index, answer in enumerate(answers):
-                asked = repr(TURN_TIME) if answer.host in asks else "-"
-                args.append(self._prepare(answer, asked, last[answer.host] == index))
-        except Exception:
-            # Nothing was sent: all of it waits again, its hosts as they were.
-            self._put_back(hosts, answers, pushes, sent, done, back)
-            raise
+        if answers:
+            hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
+            # A host's first answer of the call is the one the script tries: it asks
+            # for the turn for all of them (each is computed on the one before).
+            asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
+            try:
+                for index, answer in enumerate(answers):
+                    asked = repr(TURN_TIME) if answer.host in asks else "-"
+                    args.append(self._prepare(answer, asked, last[answer.host] == index))
+            except Exception:
+                # Nothing was sent: all of it waits again, its hosts as they were.
+                self._put_back(hosts, answers, pushes, sent, done, back)
+                raise
         args += done
         args += back
-        carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
-        carried.append(("give back", back))
-        what = ", ".join(name for name, items in carried if items)
-        what = f"claim{' with ' if what else ''}{what}" if claim else what
+
+        def what() -> str:  # for an error only
+            carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
+            carried.append(("give back", back))
+            named = ", ".join(name for name, items in carried if items)
+            return f"claim{' with ' if named else ''}{named}" if claim else named
+
         lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
         reply = read_claim_reply(self.fleet.call("claim", *args, what=what))
         self._pushes_lost = lost
@@ -899,13 +903,16 @@ class FleetFrontier(Generic[T]):
             int(float(version)), state, tickets, [e.decode() for e in reply[3:]]
         )
 
-    def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
+    def _claimed(self, reply: list[Any], *, seen: bool = False) -> tuple[str, str, float, float]:
         """A claim's or a hold's reply: the host as it shows it is kept; the lease,
-        the host, the start and the expiry."""
+        the host, the start and the expiry. ``seen``: the fleet's clock was set
+        from the start already (a claim's is its reply's time)."""
         _, lease, host_bytes, _, started, expires, version, state, tickets = reply[:9]
         reaped, log = reply[9], reply[10:]
-        self.counters.reaped += int(reaped)
-        self.fleet.saw_time(started)
+        if reaped != b"0":
+            self.counters.reaped += int(reaped)
+        if not seen:
+            self.fleet.saw_time(started)
         host = host_bytes.decode("utf-8", "surrogateescape")
         number = int(float(version))
         entries = [e.decode() for e in log]
