@@ -15,7 +15,6 @@ stops cleanly. No Scrapy import.
 from __future__ import annotations
 
 import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,7 +23,6 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis._parsers import BaseParser
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -243,35 +241,20 @@ class Fleet:
             ) from exc
 
     def _evalsha(self, sha: str, arguments: tuple[Any, ...]) -> Any:
-        """EVALSHA on a connection of the client's own pool, held by this fleet,
-        written to and read from its socket here (:func:`read_reply`): the
-        client's per-command path (pool, retry and lock bookkeeping) and its
-        reply parser (a buffer object, a call per line) cost about as much CPU
-        as the round trip's system calls, at least once a round trip. Errors
+        """EVALSHA on a connection of the client's own pool, held by this fleet:
+        the client's per-command path (pool, retry and lock bookkeeping) costs
+        about as much CPU as the round trip itself, twice per request. Errors
         are redis-py's, as from the client; a connection that failed is dropped
         (the next call connects again)."""
         connection = self._connection
         if connection is None:
             connection = self._connection = self.redis.connection_pool.get_connection()
         try:
-            sock = connection._sock
-            if sock is None:
-                connection.connect()
-                sock = connection._sock
-            sock.sendall(pack_evalsha(sha, arguments))
-            reply = read_reply(sock)
-        except TimeoutError as exc:  # the socket's
-            connection.disconnect()
-            raise redis.TimeoutError(f"Timeout on the fleet's connection: {exc}") from exc
-        except OSError as exc:
-            connection.disconnect()
-            raise redis.ConnectionError(f"Error on the fleet's connection: {exc}") from exc
-        except BaseException:  # the connection's state is unknown: dropped
+            connection.send_packed_command([pack_evalsha(sha, arguments)], check_health=False)
+            return connection.read_response()
+        except (redis.ConnectionError, redis.TimeoutError):
             connection.disconnect()
             raise
-        if isinstance(reply, redis.ResponseError):
-            raise reply
-        return reply
 
     def clear(self) -> int:
         """Delete every key under the prefix: an operator's reset, never done by a
@@ -343,74 +326,6 @@ def pack_evalsha(sha: str, arguments: tuple[Any, ...]) -> bytes:
         sha.encode("ascii"),
     )
     return b"".join(parts)
-
-
-#: Bytes asked of the socket at a time (redis-py's default).
-READ_SIZE: Final = 65536
-#: redis-py's exception for an error reply (NoScriptError for NOSCRIPT, and so on).
-_PARSE_ERROR: Final[Callable[[str], redis.RedisError]] = BaseParser.parse_error
-
-
-class _Incomplete(Exception):
-    """The reply read so far ends before its last value."""
-
-
-def read_reply(sock: socket.socket) -> Any:
-    """One reply read from ``sock``, as redis-py's RESP2 parser returns it (bytes
-    for strings, int, None, lists; an error reply as redis-py's exception,
-    returned, not raised). Raises redis.ConnectionError when the server closed
-    the connection or sent what is not a reply, and the socket's own errors."""
-    chunks = [sock.recv(READ_SIZE)]
-    while True:
-        if not chunks[-1]:
-            raise redis.ConnectionError("Connection closed by server.")
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        try:
-            reply, end = _parse(data, 0)
-        except _Incomplete:
-            chunks = [data, sock.recv(READ_SIZE)]
-            continue
-        except (ValueError, IndexError) as exc:
-            raise redis.ConnectionError(f"Protocol error: {data[:80]!r}") from exc
-        if end != len(data):
-            raise redis.ConnectionError(f"Protocol error: {len(data) - end} bytes after a reply")
-        return reply
-
-
-def _parse(data: bytes, at: int) -> tuple[Any, int]:
-    """The value that starts at ``at`` in ``data``, and where the next one starts.
-    Raises _Incomplete when ``data`` ends before it does."""
-    line_end = data.find(b"\r\n", at)
-    if line_end < 0:
-        raise _Incomplete
-    kind, line, at = data[at], data[at + 1 : line_end], line_end + 2
-    if kind == 36:  # $: a string
-        size = int(line)
-        if size < 0:
-            return None, at
-        stop = at + size
-        if len(data) < stop + 2:
-            raise _Incomplete
-        return data[at:stop], stop + 2
-    if kind == 42:  # *: an array
-        count = int(line)
-        if count < 0:
-            return None, at
-        values = []
-        for _ in range(count):
-            value, at = _parse(data, at)
-            values.append(value)
-        return values, at
-    if kind == 58:  # :
-        return int(line), at
-    if kind == 43:  # +
-        return line, at
-    if kind == 45:  # -
-        error = _PARSE_ERROR(line.decode("utf-8", errors="replace"))
-        if isinstance(error, redis.ConnectionError):
-            raise error
-        return error, at
-    raise ValueError(f"a reply of kind {kind}")
 
 
 def _encode_other(argument: Any) -> bytes:
