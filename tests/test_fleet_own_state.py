@@ -14,7 +14,7 @@ from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, s
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item
-from scrapy_aimd.fleet.redis_store import unpack_fields
+from scrapy_aimd.fleet.redis_store import read_claim_reply
 from scrapy_aimd.fleet.rules import decode_state, decode_tickets
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -69,8 +69,7 @@ def states_in_claims(worker: FleetFrontier[bytes]) -> list[bytes]:
     def spying(script: str, *args: Any, what: str = "") -> Any:
         reply = call(script, *args, what=what)
         if script == "claim":
-            for record in unpack_fields(unpack_fields(reply)[2]):
-                fields = unpack_fields(record)
+            for fields in read_claim_reply(reply).records:
                 if fields[0] == b"1":
                     seen.append(fields[7])
         return reply

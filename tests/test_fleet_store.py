@@ -32,7 +32,7 @@ from scrapy_aimd.fleet import (
     Wait,
     redis_store,
 )
-from scrapy_aimd.fleet.redis_store import sort_score, unpack_fields
+from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
 from scrapy_aimd.fleet.rules import Replica
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -886,6 +886,42 @@ def test_scripts_are_packed_as_redis_py_packs_them() -> None:
         pack_evalsha("f00", (True,))
 
 
+def test_arguments_framed_ahead_are_packed_as_the_values_they_frame() -> None:
+    """An ``Encoded`` (a pushed request's or an answer's values framed in one
+    format) goes on the wire as its values would, one argument each."""
+    from redis.connection import Connection
+
+    from scrapy_aimd.fleet.connection import BULK, Encoded, pack_evalsha
+
+    values = [b"h\xc3\xb4st", b"", b"\x00\r\n;", b"2.5"]
+    framed = Encoded(b"".join(BULK % (len(value), value) for value in values), len(values))
+    arguments = ("aimd:x", 3, framed, "s 1 2.5", Encoded(b"", 0), b"z")
+    plain = ("aimd:x", 3, *values, "s 1 2.5", b"z")
+    expected = b"".join(Connection().pack_command("EVALSHA", "f00", 0, *plain))
+    assert pack_evalsha("f00", arguments) == expected
+
+
+def test_a_push_frames_what_the_plain_arguments_were(frontier: Frontiers) -> None:
+    """A pushed request's framed values are its 7 plain ones: host, score,
+    request, seen bucket and member, the host's initial gap and limit."""
+    from redis.connection import Connection
+
+    from scrapy_aimd.fleet.connection import pack_evalsha
+
+    worker = frontier()
+    key = (0xABC << 52) | 12345
+    batch = worker._pushable(
+        [Item("hôst", b"req", priority=3, depth=2, key=key), Item("h2", b"r2")], lambda r: None
+    )
+    bucket, member = worker.seen.bucket_and_member(key)
+    gap, limit = worker._initial("hôst")
+    gap2, limit2 = worker._initial("h2")
+    plain = ["hôst", sort_score(3, 2), b"req", bucket, member, gap, limit]
+    plain += ["h2", sort_score(0, 0), b"r2", "", "", gap2, limit2]
+    expected = b"".join(Connection().pack_command("EVALSHA", "f00", 0, *plain))
+    assert pack_evalsha("f00", tuple(batch.args)) == expected
+
+
 def _packed(values: list[bytes]) -> bytes:
     """``values`` as ``pack`` in common.lua writes them."""
     if not values:
@@ -929,6 +965,49 @@ def test_any_reply_unpacks_or_is_a_store_error(packed: bytes) -> None:
     except FleetStoreError:
         return
     assert sum(len(field) for field in fields) <= len(packed)
+
+
+def test_a_claim_reply_reads_as_its_parts() -> None:
+    """claim.lua's one flat list: now, forgotten, given, the arrival numbers and the
+    feedbacks' values each after their count, then each record after its size."""
+    values = [b"12.5", b"2", b"1", b"2", b"7", b"0", b"3", b"1", b"4", b"0"]
+    records = [[b"1", b"lease", b"h", b"m"], [b"0", b"inf", b"12.5", b"0", b"0", b"0"]]
+    for record in records:
+        values += [b"%d" % len(record), *record]
+    reply = read_claim_reply(_packed(values))
+    assert (reply.now, reply.forgotten, reply.given) == (b"12.5", 2, 1)
+    assert reply.arrivals == [b"7", b"0"]
+    assert reply.results == [b"1", b"4", b"0"]
+    assert reply.records == records
+    empty = read_claim_reply(_packed([b"1.0", b"0", b"0", b"0", b"0"]))
+    assert (empty.arrivals, empty.results, empty.records) == ([], [], [])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [b"1.0", b"0", b"0", b"0"],  # no feedbacks' count
+        [b"1.0", b"0", b"0", b"3", b"7", b"0"],  # fewer arrivals than counted
+        [b"1.0", b"0", b"0", b"-1", b"0"],
+        [b"1.0", b"0", b"0", b"0", b"0", b"0"],  # an empty record
+        [b"1.0", b"0", b"0", b"0", b"0", b"3", b"1"],  # a record cut short
+        [b"1.0", b"x", b"0", b"0", b"0"],
+    ],
+)
+def test_a_broken_claim_reply_is_a_store_error(values: list[bytes]) -> None:
+    with pytest.raises(FleetStoreError, match="reply cannot be read"):
+        read_claim_reply(_packed(values))
+
+
+@given(st.lists(st.sampled_from([b"0", b"1", b"2", b"3", b"-1", b"x", b""]), max_size=12))
+def test_any_claim_reply_reads_or_is_a_store_error(values: list[bytes]) -> None:
+    try:
+        reply = read_claim_reply(_packed(values))
+    except FleetStoreError:
+        return
+    parts = 3 + 2 + len(reply.arrivals) + len(reply.results)
+    assert parts + sum(1 + len(record) for record in reply.records) == len(values)
 
 
 # -- robots.txt, fetched once per fleet (scrapy_aimd.fleet.robots_store) --------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Final
@@ -27,7 +28,16 @@ from redis.retry import Retry
 
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 
-__all__ = ["DEFAULT_BUCKETS", "FORMAT", "Fleet", "FleetCounters", "masked_url"]
+__all__ = [
+    "BULK",
+    "DEFAULT_BUCKETS",
+    "FORMAT",
+    "Encoded",
+    "Fleet",
+    "FleetCounters",
+    "masked_url",
+    "pack_evalsha",
+]
 
 #: The layout of the keys; a fleet of another format is refused (2: host states
 #: pickled, and answers carried by claims).
@@ -192,9 +202,10 @@ class Fleet:
         self._server_time, self._local_time = value, time.monotonic()
         return value
 
-    def call(self, script: str, *args: Any, what: str = "") -> Any:
+    def call(self, script: str, *args: Any, what: str | Callable[[], str] = "") -> Any:
         """Run a fleet script: one round trip (two if Redis lost the script).
-        ``what``: what the call does, for errors (default: the script's name)."""
+        ``what``: what the call does, for errors (default: the script's name), or
+        a function that tells it (only an error calls it)."""
         source = self._scripts[script]
         arguments = (self.prefix, *args)
         try:
@@ -212,7 +223,7 @@ class Fleet:
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise FleetConnectionLost(
                 f"Lost the connection to Redis at AIMD_REDIS_URL={masked_url(self.url)!r} "
-                f"({what or script}): {exc}"
+                f"({_what(script, what)}): {exc}"
             ) from exc
         except redis.ResponseError as exc:
             message = str(exc)
@@ -222,11 +233,11 @@ class Fleet:
                     f"(AIMD_FLEET_KEY={self.prefix!r}); not touched"
                 ) from exc
             raise FleetStoreError(
-                f"Redis refused the fleet's {script} script ({what or script}): {exc}"
+                f"Redis refused the fleet's {script} script ({_what(script, what)}): {exc}"
             ) from exc
         except redis.RedisError as exc:
             raise FleetStoreError(
-                f"Redis failed in the fleet's {script} script ({what or script}): {exc}"
+                f"Redis failed in the fleet's {script} script ({_what(script, what)}): {exc}"
             ) from exc
 
     def _evalsha(self, sha: str, arguments: tuple[Any, ...]) -> Any:
@@ -263,27 +274,57 @@ class Fleet:
         self.redis.close()
 
 
+class Encoded:
+    """Arguments already in the Redis protocol (``$<length>\\r\\n<value>\\r\\n``
+    each, :data:`BULK`), that :func:`pack_evalsha` takes as they are:
+    a request pushed or an answer carried formats its values with one ``%``
+    instead of one each."""
+
+    __slots__ = ("count", "data")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data, self.count = data, count
+
+
+#: The protocol's frame of one value, bytes: ``BULK % (len(value), value)``.
+BULK: Final = b"$%d\r\n%b\r\n"
+
+
+def _what(script: str, what: str | Callable[[], str]) -> str:
+    """What a call did, for its error (see :meth:`Fleet.call`)."""
+    told = what() if callable(what) else what
+    return told or script
+
+
 def pack_evalsha(sha: str, arguments: tuple[Any, ...]) -> bytes:
     """``EVALSHA sha 0 *arguments`` in the Redis protocol, as redis-py packs it
     (str as UTF-8, int and float by their repr) at a tenth of its CPU: a claim
     that carries answers and pushes has some 80 arguments, a push 7 per request.
-    One ``%`` and one append per argument, then one join."""
-    parts = [
-        b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n"
-        % (len(arguments) + 3, len(sha), sha.encode("ascii"))
-    ]
+    One ``%`` and one append per argument (an :class:`Encoded` is appended as it
+    is), then one join."""
+    parts = [b""]
     append = parts.append
+    count = len(arguments) + 3
     for argument in arguments:
         kind = type(argument)  # the exact types first: most arguments are
         if kind is str:
             data = argument.encode()
         elif kind is bytes:
             data = argument
+        elif kind is Encoded:
+            append(argument.data)
+            count += argument.count - 1
+            continue
         elif kind is int or kind is float:
             data = repr(argument).encode()
         else:
             data = _encode_other(argument)
-        append(b"$%d\r\n%b\r\n" % (len(data), data))
+        append(BULK % (len(data), data))
+    parts[0] = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (
+        count,
+        len(sha),
+        sha.encode("ascii"),
+    )
     return b"".join(parts)
 
 

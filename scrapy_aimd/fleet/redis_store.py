@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
-from scrapy_aimd.fleet.connection import Fleet
+from scrapy_aimd.fleet.connection import BULK, Encoded, Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
 from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
 from scrapy_aimd.fleet.rules import (
@@ -57,6 +57,7 @@ from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
     "Claim",
+    "ClaimReply",
     "Contention",
     "FleetFrontier",
     "FleetStatus",
@@ -64,6 +65,7 @@ __all__ = [
     "Item",
     "Wait",
     "lease_time",
+    "read_claim_reply",
     "sort_score",
 ]
 
@@ -92,6 +94,11 @@ PUSH_BATCH: Final = 500
 #: first (a few MB at most).
 OWN_ITEMS: Final = 4096
 _ARRIVAL_CHARS: Final = 16
+#: A pushed request's 7 values framed (see ``FleetFrontier._pushable``): the host
+#: and its gap and limit come framed already.
+_PUSH_FRAME: Final = b"%b" + BULK * 4 + b"%b"
+#: A feedback's 5 values framed (see ``FleetFrontier._feedback_args``).
+_FEEDBACK_FRAME: Final = BULK * 5
 #: A claim's reply's state when this worker stored the host's version (claim.lua).
 MINE: Final = b"="
 #: The sort key (-priority, depth) as one exact float score: priority in
@@ -127,6 +134,47 @@ def unpack_fields(packed: bytes) -> list[bytes]:
         fields.append(body[at:stop])
         at = stop
     return fields
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimReply:
+    """A claim script's reply, cut apart (claim.lua): the server's time, the leases
+    forgotten and given back, an arrival number per request queued, the
+    feedbacks' values, and the claims' records."""
+
+    now: bytes
+    forgotten: int
+    given: int
+    arrivals: list[bytes]
+    results: list[bytes]
+    records: list[list[bytes]]
+
+
+def read_claim_reply(packed: bytes) -> ClaimReply:
+    """The claim script's reply, one packed list (one :func:`unpack_fields` for the
+    whole call): each part after the first three given with its count first.
+    Raises FleetStoreError on a reply of another shape."""
+    fields = unpack_fields(packed)
+    end = len(fields)
+    try:
+        if end < 5:
+            raise ValueError(f"{end} values")
+        now, forgotten, given, count = fields[:4]
+        at = 4 + int(count)
+        stop = at + 1 + int(fields[at])
+        if at < 4 or stop <= at:
+            raise ValueError("a negative count")
+        arrivals, results, records = fields[4:at], fields[at + 1 : stop], []
+        while stop < end:
+            at, stop = stop + 1, stop + 1 + int(fields[stop])
+            if stop <= at:
+                raise ValueError("an empty claim record")
+            records.append(fields[at:stop])
+        if stop != end:
+            raise ValueError("cut short")
+        return ClaimReply(now, int(forgotten), int(given), arrivals, results, records)
+    except (ValueError, IndexError) as exc:
+        raise FleetStoreError(f"a claim's reply cannot be read: {exc}") from exc
 
 
 def lease_time(download_timeout: float) -> float:
@@ -321,6 +369,8 @@ class FleetFrontier(Generic[T]):
         self.lease_time = lease_time
         #: Seconds a lease still holds after its answer, while the callback runs.
         self.callback_time = min(LEASE_MARGIN, lease_time)
+        #: Per host, the framed values of its pushed requests (see ``_push_frame``).
+        self._push_frames: dict[str, tuple[bytes, bytes]] = {}
         #: Each host as this worker's latest reply about it showed it.
         self._hosts: dict[str, HostData] = {}
         #: Bumped whenever a host's data or replica changes, so whatever
@@ -407,20 +457,44 @@ class FleetFrontier(Generic[T]):
     ) -> _Push[T]:
         """The push script's arguments for ``items`` (those that can be serialized)."""
         batch: _Push[T] = _Push(self, items, then)
+        frames = self._push_frames
         for index, entry in enumerate(items):
             data = self._encode(entry.item)
             if data is None:
                 self.unserializable += 1
                 continue
             if entry.key is None:
-                bucket, member = "", ""
+                bucket, member = b"", b""
             else:
-                bucket, member = self.seen.bucket_and_member(entry.key)
-            gap, limit = self._initial(entry.host)
-            batch.args += (entry.host, sort_score(entry.priority, entry.depth), data, bucket)
-            batch.args += (member, gap, limit)
+                bucket, member = self.seen.bucket_and_member_bytes(entry.key)
+            framed = frames.get(entry.host)
+            if framed is None:
+                framed = frames[entry.host] = self._push_frame(entry.host)
+            score = b"%d" % sort_score(entry.priority, entry.depth)
+            # The 7 values in one format (see Encoded): host, score, the request,
+            # its seen bucket and member, the host's initial gap and limit.
+            frame = _PUSH_FRAME % (
+                framed[0],
+                len(score),
+                score,
+                len(data),
+                data,
+                len(bucket),
+                bucket,
+                len(member),
+                member,
+                framed[1],
+            )
+            batch.args.append(Encoded(frame, 7))
             batch.places.append(index)
         return batch
+
+    def _push_frame(self, host: str) -> tuple[bytes, bytes]:
+        """A pushed request's values that are its host's (see ``_pushable``), framed:
+        the host, and its initial gap and limit."""
+        name = host.encode()
+        gap, limit = (value.encode() for value in self._initial(host))
+        return BULK % (len(name), name), BULK % (len(gap), gap) + BULK % (len(limit), limit)
 
     def _keep_own(self, arrival: str, item: T) -> None:
         """Keep a pushed item to hand out as it is if this worker claims it (an
@@ -472,18 +546,17 @@ class FleetFrontier(Generic[T]):
             records = self._exchange(claim=max(1, count))
             if not records:
                 raise FleetStoreError("a claim's reply has neither a claim nor a wait")
-            first = unpack_fields(records[0])
+            first = records[0]
             if first[0] == b"0":
                 self.counters.claim_misses += 1
                 self.ran_out = self._wait(first)
                 return self.ran_out
             claimed = []
-            for record in records:
-                reply = unpack_fields(record)
+            for reply in records:
                 if reply[0] == b"0":  # fewer than asked: none may start now
                     self.ran_out = self._wait(reply)
                     break
-                claimed.append((reply[3], *self._claimed(reply)))
+                claimed.append((reply[3], *self._claimed(reply, seen=True)))
             claims: list[Claim[T]] = []
             for member, lease_id, host, started, expires in claimed:
                 try:
@@ -573,10 +646,10 @@ class FleetFrontier(Generic[T]):
         self._answers = [a for a in self._answers if a.host in self._turns]
         return answers
 
-    def _exchange(self, *, claim: int) -> list[bytes]:
+    def _exchange(self, *, claim: int) -> list[list[bytes]]:
         """One claim script: what waits, then up to ``claim`` claims. Returns the
-        claims' records (packed; one wait record if none could be made, none
-        without a claim). Answers not stored wait again, first."""
+        claims' records (one wait record if none could be made, none without a
+        claim). Answers not stored wait again, first."""
         answers = self._answers_to_send()
         pushes, self._pushes = self._pushes, []
         sent, self._sent = self._sent, []
@@ -596,39 +669,40 @@ class FleetFrontier(Generic[T]):
         for report in sent:
             args += report
         last = {answer.host: index for index, answer in enumerate(answers)}
-        hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
-        # A host's first answer of the call is the one the script tries: it asks for
-        # the turn for all of them (each is computed on the one before).
-        asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
-        try:
-            for index, answer in enumerate(answers):
-                asked = repr(TURN_TIME) if answer.host in asks else "-"
-                args += self._prepare(answer, asked, last[answer.host] == index)
-        except Exception:
-            # Nothing was sent: all of it waits again, its hosts as they were.
-            self._put_back(hosts, answers, pushes, sent, done, back)
-            raise
+        if answers:
+            hosts = {answer.host: self._hosts.get(answer.host) for answer in answers}
+            # A host's first answer of the call is the one the script tries: it asks
+            # for the turn for all of them (each is computed on the one before).
+            asks = {a.host for a in answers if a.urgent or a.losses >= TURN_AFTER}
+            try:
+                for index, answer in enumerate(answers):
+                    asked = repr(TURN_TIME) if answer.host in asks else "-"
+                    args.append(self._prepare(answer, asked, last[answer.host] == index))
+            except Exception:
+                # Nothing was sent: all of it waits again, its hosts as they were.
+                self._put_back(hosts, answers, pushes, sent, done, back)
+                raise
         args += done
         args += back
-        carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
-        carried.append(("give back", back))
-        what = ", ".join(name for name, items in carried if items)
-        what = f"claim{' with ' if what else ''}{what}" if claim else what
+
+        def what() -> str:  # for an error only
+            carried = [("push", pushes), ("feedback", answers), ("sent", sent), ("done", done)]
+            carried.append(("give back", back))
+            named = ", ".join(name for name, items in carried if items)
+            return f"claim{' with ' if named else ''}{named}" if claim else named
+
         lost, self._pushes_lost = self._pushes_lost, self._pushes_lost or bool(pushes)
-        reply = unpack_fields(self.fleet.call("claim", *args, what=what))
+        reply = read_claim_reply(self.fleet.call("claim", *args, what=what))
         self._pushes_lost = lost
-        if len(reply) != 6:
-            raise FleetStoreError(f"a claim's reply has {len(reply)} parts, not 6")
-        now, forgotten, packed, results, arrivals, given = reply
-        self.fleet.saw_time(now)
-        self._forgotten, self._given = int(forgotten), int(given)
-        numbers = unpack_fields(arrivals)
+        self.fleet.saw_time(reply.now)
+        self._forgotten, self._given = reply.forgotten, reply.given
+        numbers = reply.arrivals
         at = 0
         for push in pushes:
             push.took(numbers[at : at + len(push.places)])
             at += len(push.places)
         retries: list[_Answer] = []
-        fields = unpack_fields(results)
+        fields = reply.results
         at = 0
         for index, answer in enumerate(answers):
             ok, version, third, tickets, turn, count = fields[at : at + 6]
@@ -645,7 +719,7 @@ class FleetFrontier(Generic[T]):
             self._answers[:0] = retries
             if self._again is not None:
                 self._again()
-        return unpack_fields(packed)
+        return reply.records
 
     def _put_back(
         self,
@@ -667,7 +741,7 @@ class FleetFrontier(Generic[T]):
         self._answers[:0], self._pushes[:0] = answers, pushes
         self._sent[:0], self._done[:0], self._back[:0] = sent, done, back
 
-    def _prepare(self, answer: _Answer, turn: str, with_log: bool) -> list[Any]:
+    def _prepare(self, answer: _Answer, turn: str, with_log: bool) -> Encoded:
         """Apply the answer to the host as this worker last saw it (an earlier
         answer of the same call included), the feedback's arguments as sent (see
         :meth:`_feedback_args`)."""
@@ -743,28 +817,46 @@ class FleetFrontier(Generic[T]):
 
     def _feedback_args(
         self, answer: _Answer, data: HostData, result: Applied, turn: str, with_log: bool
-    ) -> list[Any]:
-        """The feedback as claim.lua takes it (``feedback_at``): host, state, tickets,
-        the last log entry replayed, and the rest in one string (one argument to
-        pack instead of eleven): the version it goes on from, the gap, limit and
-        pause, the lease ('-' for none), '1' to forget it, how long it holds
-        after, the entries replayed, the time, the ``turn`` asked for ('-' for
-        none) and '1' if the reply should carry the host's log."""
+    ) -> Encoded:
+        """The feedback as claim.lua takes it (``feedback_at``), its five values
+        framed in one format (see :class:`Encoded`): host, state, tickets, the last
+        log entry replayed, and the rest in one string (one argument to pack
+        instead of eleven): the version it goes on from, the gap, limit and pause,
+        the lease ('-' for none), '1' to forget it, how long it holds after, the
+        entries replayed, the time, the ``turn`` asked for ('-' for none) and '1'
+        if the reply should carry the host's log."""
         limits = result.limits
-        rest = "%d %r %d %r %s %s %r %d %r %s %s" % (  # noqa: UP031 (one format, no calls)
-            data.version,
-            limits.gap,
-            limits.limit,
-            limits.pause,
-            answer.lease or "-",
-            "1" if answer.done else "0",
-            self.callback_time,
-            result.replayed,
-            answer.applied_at,
-            turn,
-            "1" if with_log else "0",
+        rest = (
+            "%d %r %d %r %s %s %r %d %r %s %s"  # noqa: UP031 (one format, no calls)
+            % (
+                data.version,
+                limits.gap,
+                limits.limit,
+                limits.pause,
+                answer.lease or "-",
+                "1" if answer.done else "0",
+                self.callback_time,
+                result.replayed,
+                answer.applied_at,
+                turn,
+                "1" if with_log else "0",
+            )
+        ).encode()
+        host = answer.host.encode()
+        state, tickets, last = result.state, result.tickets, result.last_replayed.encode()
+        frame = _FEEDBACK_FRAME % (
+            len(host),
+            host,
+            len(state),
+            state,
+            len(tickets),
+            tickets,
+            len(last),
+            last,
+            len(rest),
+            rest,
         )
-        return [answer.host, result.state, result.tickets, result.last_replayed, rest]
+        return Encoded(frame, 5)
 
     def _stored(self, answer: _Answer, version: int, released: bool, log: list[Any] | None) -> None:
         """The answer's state is stored as ``version``; ``log``: the host's log
@@ -811,13 +903,16 @@ class FleetFrontier(Generic[T]):
             int(float(version)), state, tickets, [e.decode() for e in reply[3:]]
         )
 
-    def _claimed(self, reply: list[Any]) -> tuple[str, str, float, float]:
+    def _claimed(self, reply: list[Any], *, seen: bool = False) -> tuple[str, str, float, float]:
         """A claim's or a hold's reply: the host as it shows it is kept; the lease,
-        the host, the start and the expiry."""
+        the host, the start and the expiry. ``seen``: the fleet's clock was set
+        from the start already (a claim's is its reply's time)."""
         _, lease, host_bytes, _, started, expires, version, state, tickets = reply[:9]
         reaped, log = reply[9], reply[10:]
-        self.counters.reaped += int(reaped)
-        self.fleet.saw_time(started)
+        if reaped != b"0":
+            self.counters.reaped += int(reaped)
+        if not seen:
+            self.fleet.saw_time(started)
         host = host_bytes.decode("utf-8", "surrogateescape")
         number = int(float(version))
         entries = [e.decode() for e in log]

@@ -52,6 +52,12 @@ class FleetSeenSet:
             raise ValueError(f"request key {key!r}: expected an unsigned 64-bit integer")
         return format(key >> self._shift, "x"), str(key & self._mask)
 
+    def bucket_and_member_bytes(self, key: int) -> tuple[bytes, bytes]:
+        """:meth:`bucket_and_member`, as bytes (a push frames them)."""
+        if not 0 <= key < 1 << 64:
+            raise ValueError(f"request key {key!r}: expected an unsigned 64-bit integer")
+        return b"%x" % (key >> self._shift), b"%d" % (key & self._mask)
+
     def add(self, keys: Sequence[int]) -> list[bool]:
         """Add the keys; True for each that was not there. One round trip per
         :data:`BATCH` keys."""

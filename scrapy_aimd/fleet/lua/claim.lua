@@ -18,18 +18,20 @@
 -- its limit against its in-flight count and its pause, on the server's clock),
 -- leases it and files the host again. A host that may not start is filed at
 -- the time it may; it never holds up another.
--- Reply, packed (see pack, common.lua): now, leases forgotten, claims,
--- feedbacks and the requests' arrival numbers (as push.lua's), the last three
--- packed too, and how many leases were given back. Claims: each packed, as 1, lease id, host, member, started,
--- expires, version, state, tickets, reaped (the first claim's), log
--- entries... (state '=' and tickets '' when this worker stored that version:
--- it holds them); then, when fewer were made than asked (none, or some: no
--- host may start now), one more: 0, next ready time, now, queued, leased,
--- reaped (0 after claims); or nothing when none was asked for. Feedbacks: for each, 1,
--- new version, released, '', '', then how many log entries and those (the log
--- if asked: else 0); or 0 (lost) or 2 (another worker's turn), version, state,
--- tickets, the turn's end (for 0: the turn granted to this worker, '' for
--- none), the count and the log.
+-- Reply, packed as one flat list (see pack, common.lua: one string for the
+-- worker to cut apart, not one per part): now, leases forgotten, how many
+-- leases were given back, how many arrival numbers and those (one per request
+-- queued, as push.lua's), how many values of feedbacks and those, then the
+-- claims' records, each as how many values it has and those. Claims: 1, lease
+-- id, host, member, started, expires, version, state, tickets, reaped (the
+-- first claim's), log entries... (state '=' and tickets '' when this worker
+-- stored that version: it holds them); then, when fewer were made than asked
+-- (none, or some: no host may start now), one more: 0, next ready time, now,
+-- queued, leased, reaped (0 after claims); or nothing when none was asked
+-- for. Feedbacks: for each, 1, new version, released, '', '', then how many
+-- log entries and those (the log if asked: else 0); or 0 (lost) or 2 (another
+-- worker's turn), version, state, tickets, the turn's end (for 0: the turn
+-- granted to this worker, '' for none), the count and the log.
 check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -108,9 +110,27 @@ for _ = 1, n_back do
   end
   i = i + 1
 end
+-- The reply (see above), with the claims' records.
+local function reply(records)
+  local out = {fmt(now), forgotten, given, #pushed}
+  for _, v in ipairs(pushed) do
+    out[#out + 1] = v
+  end
+  out[#out + 1] = #results
+  for _, v in ipairs(results) do
+    out[#out + 1] = v
+  end
+  for _, record in ipairs(records) do
+    out[#out + 1] = #record
+    for _, v in ipairs(record) do
+      out[#out + 1] = v
+    end
+  end
+  return pack(out)
+end
 local wanted = tonumber(ARGV[4])
 if wanted < 1 then
-  return pack({fmt(now), forgotten, '', pack(results), pack(pushed), given})
+  return reply({})
 end
 local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
@@ -154,7 +174,7 @@ while #claims < wanted do
       end
       local claim = {1, id, host, member, fmt(now), fmt(expires), st[1] or '0', state,
         tickets, #claims == 0 and reaped or 0}
-      claims[#claims + 1] = pack(add_log(claim, host))
+      claims[#claims + 1] = add_log(claim, host)
     end
   end
 end
@@ -163,7 +183,7 @@ if #claims < wanted then
   -- record of a miss, after the claims if any (the worker asks again at once
   -- for the room left, and knows the answer).
   local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-  claims[#claims + 1] = pack({0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
-    call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0})
+  claims[#claims + 1] = {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+    call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0}
 end
-return pack({fmt(now), forgotten, pack(claims), pack(results), pack(pushed), given})
+return reply(claims)
