@@ -63,17 +63,19 @@ local function feedback_at(i)
   return {ARGV[i], w[1], ARGV[i + 1], w[2], w[3], w[4], lease, w[6], w[7], ARGV[i + 2],
     w[8], ARGV[i + 3], w[9], turn}, w[11] == '1'
 end
+-- Appends the values to the list out.
+local function extend(out, values)
+  for _, v in ipairs(values) do
+    out[#out + 1] = v
+  end
+end
 local results = {}
 local lost = {}
 local function add_result(values, host, with_log)
   local log = with_log and call('LRANGE', log_key(host), 0, -1) or {}
-  for _, v in ipairs(values) do
-    results[#results + 1] = v
-  end
+  extend(results, values)
   results[#results + 1] = #log
-  for _, entry in ipairs(log) do
-    results[#results + 1] = entry
-  end
+  extend(results, log)
 end
 for _ = 1, n_feedback do
   local f, with_log = feedback_at(i)
@@ -113,18 +115,12 @@ end
 -- The reply (see above), with the claims' records.
 local function reply(records)
   local out = {fmt(now), forgotten, given, #pushed}
-  for _, v in ipairs(pushed) do
-    out[#out + 1] = v
-  end
+  extend(out, pushed)
   out[#out + 1] = #results
-  for _, v in ipairs(results) do
-    out[#out + 1] = v
-  end
+  extend(out, results)
   for _, record in ipairs(records) do
     out[#out + 1] = #record
-    for _, v in ipairs(record) do
-      out[#out + 1] = v
-    end
+    extend(out, record)
   end
   return pack(out)
 end
