@@ -419,7 +419,14 @@ class FleetScheduler:
 
     def next_request(self) -> Request | None:
         try:
-            return self._next_request()
+            request = self._next_request()
+            if request is not None:
+                # Scrapy's own scheduler stats, which monitoring tools read: a
+                # claim's request came from Redis, the rest never left this process.
+                where = "redis" if request in self.claims else "memory"
+                self.stats.inc_value("scheduler/dequeued")
+                self.stats.inc_value(f"scheduler/dequeued/{where}")
+            return request
         except Exception as exc:
             self._stop(exc, "next_request")
         return None
@@ -451,6 +458,8 @@ class FleetScheduler:
             )
         )
         self.stats.inc_value("aimd/enqueued")
+        self.stats.inc_value("scheduler/enqueued")
+        self.stats.inc_value("scheduler/enqueued/redis")
 
     def _slot_crawl_delay(self, request: Request) -> None:
         """A request allowed into a user's ``download_slot``: the slot's controller

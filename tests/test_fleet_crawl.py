@@ -70,6 +70,15 @@ def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(
         assert summary.max_in_flight <= FLEET["AIMD_MAX_CONCURRENCY"], (name, summary)
     claims = [w.stats().get("aimd/fleet/claims", 0) for w in fleet]
     assert sum(claims) == len(page_records(log))
+    # Scrapy's own scheduler stats, as a single process writes them.
+    for worker in fleet:
+        stats = worker.stats()
+        assert stats["scheduler/enqueued"] == stats["aimd/enqueued"], stats
+        assert stats["scheduler/enqueued/redis"] == stats["scheduler/enqueued"], stats
+        assert stats.get("scheduler/dequeued", 0) == stats.get(
+            "scheduler/dequeued/redis", 0
+        ) + stats.get("scheduler/dequeued/memory", 0), stats
+    assert sum(w.stats().get("scheduler/dequeued/redis", 0) for w in fleet) == sum(claims)
     assert sum(1 for c in claims if c) >= 2, claims  # the work is shared
     # The start URLs were sent by every worker and fetched once.
     assert sum(w.stats().get("aimd/fleet/duplicates", 0) for w in fleet) >= 2 * len(specs)
