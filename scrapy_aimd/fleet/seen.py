@@ -48,15 +48,18 @@ class FleetSeenSet:
     def bucket_and_member(self, key: int) -> tuple[str, str]:
         """The bucket (hex of the top bits) and member (the rest, as a decimal
         integer below 2**63, so that Redis keeps it as an integer)."""
-        if not 0 <= key < 1 << 64:
-            raise ValueError(f"request key {key!r}: expected an unsigned 64-bit integer")
-        return format(key >> self._shift, "x"), str(key & self._mask)
+        bucket, member = self._split(key)
+        return format(bucket, "x"), str(member)
 
     def bucket_and_member_bytes(self, key: int) -> tuple[bytes, bytes]:
         """:meth:`bucket_and_member`, as bytes (a push frames them)."""
+        bucket, member = self._split(key)
+        return b"%x" % bucket, b"%d" % member
+
+    def _split(self, key: int) -> tuple[int, int]:
         if not 0 <= key < 1 << 64:
             raise ValueError(f"request key {key!r}: expected an unsigned 64-bit integer")
-        return b"%x" % (key >> self._shift), b"%d" % (key & self._mask)
+        return key >> self._shift, key & self._mask
 
     def add(self, keys: Sequence[int]) -> list[bool]:
         """Add the keys; True for each that was not there. One round trip per
