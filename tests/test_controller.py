@@ -2786,6 +2786,21 @@ def print_new_cases() -> None:
             f"{share:.0%} of 503s at random, capacity 8, 0.1 s: 2,000 pages in"
             f" {r.duration:.1f} s (ideal 25 s), {r.throttled} refused"
         )
+    ramp = {
+        ceiling: crawl_pages(ControllerConfig(max_concurrency=ceiling), SoftHost(10, 1.0), 80)
+        for ceiling in (8, 16)
+    }
+    held = {
+        limit: crawl_pages(
+            ControllerConfig(adaptive=False, max_concurrency=limit), SoftHost(10, 1.0), 80
+        )
+        for limit in (8, 10)
+    }
+    print(
+        f"80 pages of 1 s, room for 10 (the farm's slow host): ceiling 8 {ramp[8].duration:.1f} s"
+        f" (held at 8 from the first request: {held[8].duration:.1f} s), ceiling 16"
+        f" {ramp[16].duration:.1f} s (held at 10: {held[10].duration:.1f} s)"
+    )
     rounds = rounds_to_capacity(10, 1.0, 16)
     print(
         f"1 s pages, room for 10, max 16: capacity after {rounds:.1f} rounds"
