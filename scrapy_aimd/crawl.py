@@ -27,12 +27,17 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
+    from scrapy_aimd.outside import OutsideGate
+
 
 @dataclass
 class CrawlParts:
     configs: HostConfigs
     flights: InFlight[Request] = field(default_factory=InFlight)
     clock: Callable[[], float] = time.monotonic
+    #: Where requests that came around the scheduler wait for their host's turn,
+    #: while a single-process scheduler is open.
+    outside: OutsideGate | None = None
 
 
 _PARTS: WeakKeyDictionary[Crawler, CrawlParts] = WeakKeyDictionary()

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DownloadTimeoutError
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
-#: Set on a request given up on, so that its copies are not counted again.
+#: Set on a request given up on (to its URL), so that its copies are not counted
+#: again; a copy for another URL (an errback's fallback) is a request of its own.
 GAVE_UP_META = "aimd_gave_up"
 
 
@@ -62,6 +64,7 @@ class AimdDownloaderMiddleware:
         )
         #: ``RETRY_ENABLED=False``: the user wants no request fetched twice.
         self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
+        self.parts = parts
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -70,12 +73,21 @@ class AimdDownloaderMiddleware:
         AimdScheduler.prepare(crawler)
         return cls(crawler)
 
-    def process_request(self, request: Request) -> None:
-        if request.meta.get(give_up.META):
+    async def process_request(self, request: Request) -> None:
+        given_up = request.meta.get(give_up.META)
+        if given_up is True or (given_up and given_up == request_host(request)):
             raise HostGaveUp(
                 f"Gave up on the host of {request.url}: no success for "
                 f"{give_up.SETTING} seconds while it refused or timed out"
             )
+        flight = self.flights.get(request)
+        gate = self.parts.outside
+        if gate is not None and (flight is None or flight.handed_at is None):
+            # Not handed out by the scheduler (engine.download_async: a media
+            # pipeline, an inline download): it waits for its host's turn.
+            waiter = gate.turn(request)
+            if waiter is not None:
+                await maybe_deferred_to_future(waiter)
         self.flights.open(request).sent_at = self.clock()
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
@@ -175,12 +187,12 @@ class AimdDownloaderMiddleware:
 
     def _requeue(self, request: Request, reason: str) -> Request | None:
         allowed = self._allowed_requeues(request)
-        if allowed is None or request.meta.get(GAVE_UP_META):
+        if allowed is None or request.meta.get(GAVE_UP_META) in (True, request.url):
             # A copy of a given-up request (RetryMiddleware's) was counted already.
             return None
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
         if tries >= allowed:
-            request.meta[GAVE_UP_META] = True
+            request.meta[GAVE_UP_META] = request.url
             self.stats.inc_value("aimd/requeue/gave_up")
             logger.warning(
                 "Gave up on %s after %d throttled attempts (%s); at most %d allowed",

@@ -34,7 +34,7 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
-from scrapy_aimd._compat import requests_in_progress
+from scrapy_aimd._compat import requests_in_progress, spider_closing
 from scrapy_aimd.addon import warn_about_downloader_throttling
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
@@ -49,6 +49,7 @@ from scrapy_aimd.crawl import (
 )
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
+from scrapy_aimd.outside import OutsideGate
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
@@ -94,7 +95,7 @@ class AimdScheduler:
         give_up: float = give_up_setting.DEFAULT,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        parts = crawl_parts(crawler)
+        parts = self._parts = crawl_parts(crawler)
         self.crawler = crawler
         self.stats = crawler.stats
         self.df = dupefilter
@@ -124,6 +125,14 @@ class AimdScheduler:
         self.given_up: deque[Request] = deque()
         #: With AIMD_REDIS_URL, the fleet path does the work (scrapy_aimd.fleet_scheduler).
         self.fleet: FleetScheduler | None = None
+        #: Requests downloaded around the scheduler, waiting for their host's turn.
+        self.outside = OutsideGate(
+            host_of=request_host,
+            ready_at=lambda host, now: self.frontier.controller(host).ready_at(now),
+            start=self._start_outside,
+            clock=self.clock,
+            closing=lambda: spider_closing(self.crawler),
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -181,6 +190,7 @@ class AimdScheduler:
             self.shutdown.start()
         if self.jobdir is not None:
             self.jobdir.start(self.frontier)
+        self._parts.outside = self.outside
         return self.df.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
@@ -188,6 +198,8 @@ class AimdScheduler:
             return self.fleet.close(reason)
         now = self.clock()
         self.wake.cancel()
+        self._parts.outside = None
+        self.outside.close()
         if self.shutdown is not None:
             self.shutdown.stop()
         self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
@@ -329,6 +341,7 @@ class AimdScheduler:
         self._release_done(now)
         if now - self._last_sweep >= SWEEP_INTERVAL:
             self._sweep(now)
+        self.outside.serve()  # first: they belong to pages already fetched
         popped = self.frontier.pop(now)
         while popped is not None and jobdir is not None and not self._may_start(popped.item):
             # Stored by an earlier run before its origin's robots.txt was known.
@@ -358,7 +371,8 @@ class AimdScheduler:
     def _hand_out_given_up(self) -> Request:
         """Not stored as handed out: with JOBDIR its row stays, for a later run."""
         request = self.given_up.popleft()
-        request.meta[give_up_setting.META] = True
+        # Its host's, not its copies': an errback's fallback to another host goes on.
+        request.meta[give_up_setting.META] = request_host(request)
         self.stats.inc_value("aimd/host_gave_up/requests")
         self._count("dequeued")
         return request
@@ -440,6 +454,7 @@ class AimdScheduler:
         if not downloaded or self.flights.cancelled(request):
             self.frontier.cancel(host, ticket, now)
             self.reporter.cancelled()
+            self.outside.serve()
             return
         controller = self.frontier.controller(host)
         before = (controller.delay, controller.concurrency)
@@ -470,6 +485,16 @@ class AimdScheduler:
         flight = self.flights.get(request)
         if flight is not None:
             flight.reaction = reaction
+        self.outside.serve()
+
+    def _start_outside(self, request: Request, host: str, now: float) -> None:
+        """A request downloaded around the scheduler takes a place of its host's, so
+        that its answer is heard as any other's (see :mod:`scrapy_aimd.outside`)."""
+        ticket = self.frontier.start(host, now)
+        self.flights.handed_out(request, host, ticket, now)
+        assign_slot(request)  # its copies (a requeue) must come back to this host
+        self.reporter.started(host, now, self.frontier.controller(host))
+        self.stats.inc_value("aimd/outside_scheduler")
 
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -163,3 +164,48 @@ class UnserializableSpider(FarmSpider):
     async def start(self) -> Any:
         for url in self.start_urls:
             yield Request(url, callback=self.parse, meta={"callable": lambda: None})
+
+
+class InlineDownloadSpider(FarmSpider):
+    """Downloads its links inline, as Scrapy's docs show: ``await
+    engine.download_async()`` in the callback, all at once; the requests never
+    pass the scheduler."""
+
+    name = "inline_download"
+
+    async def parse(self, response: Any) -> Any:
+        crawler = self.crawler
+        assert crawler.engine is not None
+        links = [response.urljoin(href) for href in response.css("a::attr(href)").getall()]
+        answers = await asyncio.gather(
+            *(crawler.engine.download_async(Request(url, dont_filter=True)) for url in links)
+        )
+        yield {"url": response.url, "inline": sorted(a.status for a in answers)}
+
+
+class FallbackSpider(FarmSpider):
+    """On a failure, asks the same path of the host in the ``FALLBACK_URL``
+    setting (a mirror), from a copy of the failed request, as an errback may."""
+
+    name = "fallback"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, errback=self.failed)
+
+    def failed(self, failure: Any) -> Any:
+        yield {"url": failure.request.url, "error": type(failure.value).__name__}
+        path = failure.request.url.split("/", 3)[3]
+        mirror = self.settings["FALLBACK_URL"]
+        yield failure.request.replace(url=f"{mirror}/{path}", errback=None)
+
+
+class FilesSpider(FarmSpider):
+    """Yields one item whose ``file_urls`` are the links of each page: Scrapy's
+    FilesPipeline downloads them around the scheduler."""
+
+    name = "files"
+
+    def parse(self, response: Any) -> Any:
+        links = [response.urljoin(href) for href in response.css("a::attr(href)").getall()]
+        yield {"url": response.url, "file_urls": links}

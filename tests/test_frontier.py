@@ -40,6 +40,19 @@ def test_a_host_waits_for_its_gap_and_its_limit() -> None:
     assert len(f) == 1
 
 
+def test_a_request_started_outside_the_queues_takes_its_hosts_place_and_gap() -> None:
+    f = make_frontier(min_delay=1.0)
+    f.push("a", "a0", now=0.0)
+    ticket = f.start("a", 0.0)  # downloaded around the scheduler
+    assert f.controller("a").in_flight == 1
+    assert f.pop(0.0) is None  # its place is taken
+    f.finish("a", ticket, 0.2, status=200, latency=0.2)
+    assert f.pop(0.2) is None  # and the gap counts from it
+    assert f.next_ready_at(0.2) == 1.0
+    popped = f.pop(1.0)
+    assert popped is not None and popped.item == "a0"
+
+
 def test_a_paused_host_does_not_hold_up_another() -> None:
     f = make_frontier(min_delay=0.0)
     for i in range(5):

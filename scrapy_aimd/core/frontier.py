@@ -302,6 +302,14 @@ class Frontier(Generic[T]):
         state.controller.cancel(ticket)
         self._file(host, state, now)
 
+    def start(self, host: str, now: float) -> Ticket:
+        """A request that was never queued here starts now: its host issues a
+        ticket as for a popped one (the caller made sure the host is ready)."""
+        state = self._host(host)
+        ticket = state.controller.start(now)
+        self._file(host, state, now)
+        return ticket
+
     def refile(self, host: str, now: float) -> None:
         """File the host again after its controller changed outside this class."""
         self._file(host, self._host(host), now)

@@ -1,0 +1,107 @@
+"""Real crawls: requests downloaded around the scheduler (``engine.download_async``:
+Scrapy's media pipelines, inline downloads in callbacks) wait for their host's
+turn and are heard by its controller, as the scheduler's own requests are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from crawling import AIMD, run_crawl, start_gaps
+
+from sitefarm import HostSpec, start_farm
+
+
+def pages(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
+    return [r for r in log if r["host"] == host and r["reason"] != "robots"]
+
+
+def test_inline_downloads_keep_the_hosts_gap_and_limit(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    specs = [HostSpec(name="site", pages=12, links_per_page=6)]
+    settings = {
+        **AIMD,
+        "AIMD_MIN_DELAY": 0.3,
+        "AIMD_MAX_CONCURRENCY": 1,
+        "AIMD_EVENTS_FILE": str(events),
+    }
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [farm.urls["site"] + "/"],
+            tmp_path / "crawl",
+            settings,
+            follow=False,
+            spider="components.InlineDownloadSpider",
+        )
+        log = farm.read_log()
+    [item] = result.items
+    links = len(item["inline"])
+    assert links >= 6
+    assert item["inline"] == [200] * links
+    assert result.stats.get("aimd/outside_scheduler") == links
+    assert len(pages(log, "site")) == 1 + links
+    assert max(r["in_flight"] for r in pages(log, "site")) == 1
+    gaps = start_gaps(events)
+    assert len(gaps) == links  # every inline download started on the host's controller
+    assert min(gaps) >= 0.3 - 1e-3
+
+
+def test_a_media_pipelines_refused_file_pauses_its_host_and_comes_later(
+    tmp_path: Path,
+) -> None:
+    # A bucket of 2 requests a second answering 429 with Retry-After: 1.
+    specs = [HostSpec(name="files", pages=10, links_per_page=8, rate=2.0, rate_retry_after=1)]
+    settings = {
+        **AIMD,
+        "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1},
+        "FILES_STORE": str(tmp_path / "files"),
+    }
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [farm.urls["files"] + "/"],
+            tmp_path / "crawl",
+            settings,
+            follow=False,
+            spider="components.FilesSpider",
+        )
+        log = farm.read_log()
+    [item] = result.items
+    assert len(item["file_urls"]) >= 8
+    assert [f["status"] for f in item["files"]] == ["downloaded"] * len(item["file_urls"])
+    served = pages(log, "files")
+    fetched = {r["path"] for r in served if r["status"] == 200}
+    assert {urlsplit(f["url"]).path for f in item["files"]} <= fetched
+    refusals = [r for r in served if r["status"] == 429]
+    assert refusals, "the bucket never refused: the test shows nothing"
+    for refused in refusals:
+        until = refused["finished"] + float(refused["retry_after"])
+        early = [r for r in served if refused["finished"] + 0.05 < r["arrived"] < until - 0.05]
+        assert not early, (refused, early)
+    # The host's controller heard every refusal, whoever sent the request.
+    assert result.stats.get("aimd/throttle/429") == len(refusals)
+
+
+def test_a_given_up_hosts_flag_does_not_follow_an_errbacks_fallback(tmp_path: Path) -> None:
+    # 429s without Retry-After for 30 s: the host is given up on after 1.5 s of them.
+    specs = [
+        HostSpec(name="down", pages=3, links_per_page=0, pause_first=30, pause_retry_after=None),
+        HostSpec(name="mirror", pages=3, links_per_page=0),
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        urls = [f"{farm.urls['down']}/p/{i}" for i in range(3)]
+        result = run_crawl(
+            urls,
+            tmp_path / "crawl",
+            {**AIMD, "AIMD_HOST_GIVE_UP": 1.5, "FALLBACK_URL": farm.urls["mirror"]},
+            follow=False,
+            spider="components.FallbackSpider",
+            timeout=60,
+        )
+        log = farm.read_log()
+    errors = [item for item in result.items if "error" in item]
+    assert {item["error"] for item in errors} == {"HostGaveUp"}
+    mirror = pages(log, "mirror")
+    assert sorted(r["path"] for r in mirror) == ["/p/0", "/p/1", "/p/2"]
+    assert {r["status"] for r in mirror} == {200}
+    assert result.stats.get("aimd/host_gave_up/hosts") == 1
