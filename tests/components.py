@@ -209,3 +209,18 @@ class FilesSpider(FarmSpider):
     def parse(self, response: Any) -> Any:
         links = [response.urljoin(href) for href in response.css("a::attr(href)").getall()]
         yield {"url": response.url, "file_urls": links}
+
+
+class InlineElsewhereSpider(FarmSpider):
+    """Downloads the URLs of the ``INLINE_URLS`` setting inline from its first page."""
+
+    name = "inline_elsewhere"
+
+    async def parse(self, response: Any) -> Any:
+        crawler = self.crawler
+        assert crawler.engine is not None
+        urls = self.settings.getlist("INLINE_URLS")
+        try:
+            await asyncio.gather(*(crawler.engine.download_async(Request(u)) for u in urls))
+        except Exception as exc:
+            yield {"url": response.url, "error": type(exc).__name__}

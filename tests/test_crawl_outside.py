@@ -4,6 +4,7 @@ turn and are heard by its controller, as the scheduler's own requests are."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -105,3 +106,33 @@ def test_a_given_up_hosts_flag_does_not_follow_an_errbacks_fallback(tmp_path: Pa
     assert sorted(r["path"] for r in mirror) == ["/p/0", "/p/1", "/p/2"]
     assert {r["status"] for r in mirror} == {200}
     assert result.stats.get("aimd/host_gave_up/hosts") == 1
+
+
+def test_a_download_waiting_out_a_long_pause_does_not_hold_up_the_close(
+    tmp_path: Path,
+) -> None:
+    # 429 with a Retry-After to the end of its first 60 s; the crawl stops after 3.
+    specs = [
+        HostSpec(name="site", pages=2, links_per_page=1),
+        HostSpec(name="closed", pages=2, links_per_page=0, pause_first=60),
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        began = time.monotonic()
+        result = run_crawl(
+            [farm.urls["site"] + "/"],
+            tmp_path / "crawl",
+            {
+                **AIMD,
+                "CLOSESPIDER_TIMEOUT": 3,
+                "INLINE_URLS": [farm.urls["closed"] + "/p/0"],
+            },
+            follow=False,
+            spider="components.InlineElsewhereSpider",
+            timeout=90,
+        )
+        took = time.monotonic() - began
+        log = farm.read_log()
+    assert took < 30, took
+    assert result.stats.get("finish_reason") == "closespider_timeout"
+    assert [item["error"] for item in result.items] == ["IgnoreRequest"]
+    assert [r["status"] for r in pages(log, "closed")] == [429]  # never sent again
