@@ -193,6 +193,10 @@ class AimdDownloaderMiddleware:
         tries = int(request.meta.get(THROTTLE_RETRIES_META, 0))
         if tries >= allowed:
             request.meta[GAVE_UP_META] = request.url
+            if "max_retry_times" in request.meta:
+                # The user's budget of attempts is spent: RetryMiddleware must not
+                # add as many again (max_retry_times=1: two fetches, as in stock).
+                request.meta["retry_times"] = max(tries, request.meta.get("retry_times", 0))
             self.stats.inc_value("aimd/requeue/gave_up")
             logger.warning(
                 "Gave up on %s after %d throttled attempts (%s); at most %d allowed",

@@ -119,6 +119,16 @@ class NoRetrySpider(FarmSpider):
             yield Request(url, callback=self.parse, meta={"max_retry_times": 0})
 
 
+class OneRetrySpider(FarmSpider):
+    """Its start requests say ``max_retry_times=1``: two fetches at most."""
+
+    name = "one_retry"
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse, meta={"max_retry_times": 1})
+
+
 class BadPrioritySpider(FarmSpider):
     """Follows links, but gives the one to /p/3 a priority that is not a number."""
 

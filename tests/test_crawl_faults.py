@@ -115,6 +115,27 @@ def test_retry_opt_outs_win_over_throttle_requeues(
     assert took < 40, took
 
 
+def test_max_retry_times_bounds_requeues_and_retries_together(tmp_path: Path) -> None:
+    # 429 with Retry-After: 1 to everything for 30 s: every attempt is refused.
+    specs = [
+        HostSpec(name="closed", pages=2, links_per_page=0, pause_first=30, pause_retry_after=1)
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        url = f"{farm.urls['closed']}/p/0"
+        result = run_crawl(
+            [url],
+            tmp_path / "crawl",
+            AIMD,
+            follow=False,
+            spider="components.OneRetrySpider",
+            timeout=60,
+        )
+        log = farm.read_log()
+    assert fetches(log, "/p/0") == 2  # as stock Scrapy: one try and one retry
+    assert result.stats.get("aimd/requeued") == 1
+    assert result.stats.get("aimd/requeue/gave_up") == 1
+
+
 def test_one_request_that_cannot_be_queued_is_dropped_and_the_crawl_goes_on(
     tmp_path: Path,
 ) -> None:
