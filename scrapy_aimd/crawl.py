@@ -20,8 +20,14 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_aimd.core.hosts import host_key_from_netloc
+from scrapy_aimd.events import check_events_file, spider_params
 from scrapy_aimd.inflight import InFlight
-from scrapy_aimd.settings import HostConfigs, controller_configs
+from scrapy_aimd.settings import (
+    HostConfigs,
+    controller_configs,
+    read_logstats_interval,
+    read_summary_rows,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -39,12 +45,28 @@ _PARTS: WeakKeyDictionary[Crawler, CrawlParts] = WeakKeyDictionary()
 
 
 def crawl_parts(crawler: Crawler) -> CrawlParts:
-    """The crawler's shared parts; the first call reads the controller settings
-    (an invalid one raises ``AimdSettingsError`` naming it)."""
+    """The crawler's shared parts; the first call reads the controller settings and
+    checks the reporter's (an invalid one raises ``AimdSettingsError`` naming it).
+
+    The feedback middleware asks first, as the engine is made: Scrapy builds the
+    scheduler and its reporter only as the spider opens, where an error is
+    followed by ``RuntimeError: Engine slot not assigned``."""
     parts = _PARTS.get(crawler)
     if parts is None:
-        parts = _PARTS[crawler] = CrawlParts(controller_configs(crawler.settings))
+        configs = controller_configs(crawler.settings)
+        check_reporting(crawler)
+        parts = _PARTS[crawler] = CrawlParts(configs)
     return parts
+
+
+def check_reporting(crawler: Crawler) -> None:
+    """Read the reporter's settings, and check that the events file can be written."""
+    settings = crawler.settings
+    read_summary_rows(settings)
+    read_logstats_interval(settings)
+    events_file = settings.get("AIMD_EVENTS_FILE") or None
+    if events_file is not None:
+        check_events_file(events_file, spider_params(crawler, "spider"))
 
 
 #: Reactor turns between a request reaching the downloader and its socket write:

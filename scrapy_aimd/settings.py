@@ -143,6 +143,24 @@ def read_str_list(
     raise AimdSettingsError(name, value, "a list of strings")
 
 
+# -- the reporter's settings ---------------------------------------------------------
+
+
+def read_summary_rows(settings: SettingsLike) -> int:
+    """``AIMD_SUMMARY_ROWS``: the most hosts the end-of-crawl summary lists."""
+    from scrapy_aimd.summary import DEFAULT_ROWS
+
+    return read_int(settings, "AIMD_SUMMARY_ROWS", DEFAULT_ROWS, minimum=1)
+
+
+def read_logstats_interval(settings: SettingsLike) -> float:
+    """``AIMD_LOGSTATS_INTERVAL``, else Scrapy's ``LOGSTATS_INTERVAL``: seconds between
+    two lines about the hosts (0: none)."""
+    if settings.get("AIMD_LOGSTATS_INTERVAL", None) is None:
+        return read_float(settings, "LOGSTATS_INTERVAL", 60.0)
+    return read_float(settings, "AIMD_LOGSTATS_INTERVAL", None)
+
+
 # -- the controller's settings -----------------------------------------------------
 
 #: Setting name -> ControllerConfig field, for every field.
