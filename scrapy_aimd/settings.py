@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 import idna
 
-from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.core.controller import INT_MINIMUMS, ControllerConfig
 from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
 
 
@@ -368,7 +368,7 @@ def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any
     if kind is frozenset:
         return read_status_codes(settings, name, default)
     if kind is int:
-        return read_int(settings, name, default)
+        return read_int(settings, name, default, minimum=INT_MINIMUMS[field_name])
     return read_float(settings, name, default, minimum=None)
 
 
