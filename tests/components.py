@@ -194,3 +194,15 @@ class UnserializableSpider(FarmSpider):
     async def start(self) -> Any:
         for url in self.start_urls:
             yield Request(url, callback=self.parse, meta={"callable": lambda: None})
+
+
+class DepthSpider(FarmSpider):
+    """Says with each page the depth at which it was found (Scrapy's DepthMiddleware)."""
+
+    name = "depth"
+
+    def parse(self, response: Any) -> Any:
+        for result in super().parse(response):
+            if isinstance(result, dict):
+                result = {**result, "depth": response.meta.get("depth")}
+            yield result
