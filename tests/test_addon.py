@@ -183,3 +183,29 @@ def test_a_users_own_dupefilter_is_kept_and_a_foreign_scheduler_refused(
     with pytest.raises(AimdSettingsError, match=r"SCHEDULER='myproject\.Scheduler'"):
         apply({"SCHEDULER": "myproject.Scheduler"})
     assert apply({"SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler"})["SCHEDULER"]
+
+
+def test_the_manual_configuration_in_the_docs_is_what_the_addon_sets() -> None:
+    """docs/getting-started.rst shows the settings the add-on is a shortcut for: the
+    same paths (not the old ones, which only keep old projects working)."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    from scrapy_aimd.addon import COMPONENTS, OLD_PATHS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "getting-started.rst").read_text()
+    for old in OLD_PATHS.values():
+        assert old not in text
+    section = text.split("\nWithout the add-on\n", 1)[1]
+    block = re.search(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", section)
+    assert block is not None
+    shown: dict[str, object] = {}
+    exec(textwrap.dedent(block[1]), shown)
+    for name, path in COMPONENTS.items():
+        assert shown[name] == path
+    assert shown["DOWNLOADER_MIDDLEWARES"] == {
+        MIDDLEWARE: 950,
+        SCRAPY_ROBOTS_MIDDLEWARE: None,
+        ROBOTS_MIDDLEWARE: 100,
+    }
