@@ -101,12 +101,19 @@ THROTTLE_RETRIES_META = "aimd_throttle_retries"
 def request_host(request: Request) -> str:
     """The politeness key of a request: the ``download_slot`` the user set on it,
     else its URL's host key (see ``scrapy_aimd.core.hosts``). Requests that share
-    a slot share one controller, as Scrapy's downloader slots do."""
+    a slot share one controller, as Scrapy's downloader slots do.
+
+    A URL without a host (``data:``, ``file:///``) is keyed by its scheme,
+    ``data:`` or ``file:``: the summary, the stats and the events name it so,
+    where an empty name would be read as none."""
     slot = user_slot(request)
     if slot is not None:
         return slot
     parts = urlparse_cached(request)
-    return host_key_from_netloc(parts.scheme, parts.netloc)
+    host = host_key_from_netloc(parts.scheme, parts.netloc)
+    if not host and parts.scheme:
+        return f"{parts.scheme.lower()}:"
+    return host
 
 
 def user_slot(request: Request) -> str | None:

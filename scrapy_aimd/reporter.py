@@ -204,6 +204,7 @@ class Reporter:
         controllers = dict(hosts)
         rows = []
         for host, totals in sorted(self.totals.items()):
+            totals.end(now - self.t0)
             controller = controllers.get(host)
             if controller is not None:
                 totals.delay = controller.delay
