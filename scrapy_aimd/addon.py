@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from scrapy_aimd.settings import AimdSettingsError
+from scrapy_aimd.settings import CARRIED_SLOTS, AimdSettingsError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -153,7 +153,11 @@ def _carry(
 def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) -> list[str]:
     """``DOWNLOAD_SLOTS`` delays and concurrencies feed the controller of that slot (as
     :setting:`AIMD_HOSTS` entries; the user's own AIMD_HOSTS entries win), and the
-    downloader's own delay of each slot becomes 0."""
+    downloader's own delay of each slot becomes 0.
+
+    Which fields came from a slot is recorded (``CARRIED_SLOTS``): they apply to
+    that slot only, as in Scrapy, not to its subdomains, and its key may be any
+    string, as Scrapy's slot keys may."""
     try:
         slots = settings.getdict("DOWNLOAD_SLOTS")
         hosts = settings.getdict("AIMD_HOSTS")
@@ -161,10 +165,12 @@ def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) ->
         return []  # an invalid AIMD_HOSTS is named when the crawl starts
     changes: list[str] = []
     carried: dict[str, Any] = {}
+    from_slots: dict[str, dict[str, str]] = {}
     for key, slot in slots.items():
         if not isinstance(slot, dict):
             continue
-        entry = dict(hosts.get(key) or {})
+        own = hosts.get(key)
+        entry = dict(own) if isinstance(own, dict) else {}
         for name, field_name in (("delay", "min_delay"), ("concurrency", "max_concurrency")):
             if slot.get(name) is None:
                 continue
@@ -175,9 +181,10 @@ def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) ->
                 )
                 continue
             entry[field_name] = slot[name]
+            from_slots.setdefault(key, {})[field_name] = name
             changes.append(
                 f"DOWNLOAD_SLOTS[{key!r}].{name}={slot[name]} → "
-                f"AIMD_HOSTS[{key!r}].{field_name}={slot[name]}"
+                f"AIMD_HOSTS[{key!r}].{field_name}={slot[name]}, for that slot only"
                 + (" (the downloader's own delay of that slot is now 0)" if name == "delay" else "")
             )
         if entry:
@@ -190,6 +197,7 @@ def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) ->
     }
     force("DOWNLOAD_SLOTS", zeroed, log=False, floor="spider")
     force("AIMD_HOSTS", {**hosts, **carried}, log=False)
+    force(CARRIED_SLOTS, from_slots, log=False)
     return changes
 
 

@@ -20,8 +20,14 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_aimd.core.hosts import host_key_from_netloc
+from scrapy_aimd.events import check_events_file, spider_params
 from scrapy_aimd.inflight import InFlight
-from scrapy_aimd.settings import HostConfigs, controller_configs
+from scrapy_aimd.settings import (
+    HostConfigs,
+    controller_configs,
+    read_logstats_interval,
+    read_summary_rows,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -44,12 +50,28 @@ _PARTS: WeakKeyDictionary[Crawler, CrawlParts] = WeakKeyDictionary()
 
 
 def crawl_parts(crawler: Crawler) -> CrawlParts:
-    """The crawler's shared parts; the first call reads the controller settings
-    (an invalid one raises ``AimdSettingsError`` naming it)."""
+    """The crawler's shared parts; the first call reads the controller settings and
+    checks the reporter's (an invalid one raises ``AimdSettingsError`` naming it).
+
+    The feedback middleware asks first, as the engine is made: Scrapy builds the
+    scheduler and its reporter only as the spider opens, where an error is
+    followed by ``RuntimeError: Engine slot not assigned``."""
     parts = _PARTS.get(crawler)
     if parts is None:
-        parts = _PARTS[crawler] = CrawlParts(controller_configs(crawler.settings))
+        configs = controller_configs(crawler.settings)
+        check_reporting(crawler)
+        parts = _PARTS[crawler] = CrawlParts(configs)
     return parts
+
+
+def check_reporting(crawler: Crawler) -> None:
+    """Read the reporter's settings, and check that the events file can be written."""
+    settings = crawler.settings
+    read_summary_rows(settings)
+    read_logstats_interval(settings)
+    events_file = settings.get("AIMD_EVENTS_FILE") or None
+    if events_file is not None:
+        check_events_file(events_file, spider_params(crawler, "spider"))
 
 
 #: Reactor turns between a request reaching the downloader and its socket write:
@@ -84,12 +106,19 @@ THROTTLE_RETRIES_META = "aimd_throttle_retries"
 def request_host(request: Request) -> str:
     """The politeness key of a request: the ``download_slot`` the user set on it,
     else its URL's host key (see ``scrapy_aimd.core.hosts``). Requests that share
-    a slot share one controller, as Scrapy's downloader slots do."""
+    a slot share one controller, as Scrapy's downloader slots do.
+
+    A URL without a host (``data:``, ``file:///``) is keyed by its scheme,
+    ``data:`` or ``file:``: the summary, the stats and the events name it so,
+    where an empty name would be read as none."""
     slot = user_slot(request)
     if slot is not None:
         return slot
     parts = urlparse_cached(request)
-    return host_key_from_netloc(parts.scheme, parts.netloc)
+    host = host_key_from_netloc(parts.scheme, parts.netloc)
+    if not host and parts.scheme:
+        return f"{parts.scheme.lower()}:"
+    return host
 
 
 def user_slot(request: Request) -> str | None:

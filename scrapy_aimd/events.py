@@ -18,10 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from scrapy_aimd.host_totals import as_integer
 from scrapy_aimd.settings import AimdSettingsError
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
 
 FLUSH_EVERY = 1.0
 #: How many hosts with the most duplicates a close line lists (older files: the same).
@@ -83,6 +86,42 @@ def events_path(template: object, params: Mapping[str, Any]) -> str:
         return text % values
     except (KeyError, ValueError, TypeError):
         raise AimdSettingsError("AIMD_EVENTS_FILE", template, expected) from None
+
+
+def spider_params(crawler: Crawler, name: str) -> dict[str, Any]:
+    """The spider's attributes and its name, for ``%(...)s`` in AIMD_EVENTS_FILE."""
+    spider = crawler.spider
+    params: dict[str, Any] = dict(vars(spider)) if spider is not None else {}
+    params["name"] = getattr(spider, "name", None) or name
+    return params
+
+
+def check_events_file(template: object, params: Mapping[str, Any]) -> None:
+    """Raise :class:`AimdSettingsError` naming ``AIMD_EVENTS_FILE`` and the path when
+    the file cannot be written: tried at startup, so that the error is the one
+    shown, not an ``OSError`` as the spider opens. What the try creates is removed
+    (a ``%(time)s`` in the name would otherwise leave an empty file or directory)."""
+    path = Path(events_path(template, params))
+    created: list[Path] = []
+    try:
+        for directory in reversed(path.parents):
+            if not directory.exists():
+                directory.mkdir()
+                created.append(directory)
+        existed = path.exists()
+        with path.open("a", encoding="utf-8"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise AimdSettingsError(
+            "AIMD_EVENTS_FILE", template, f"a file that can be written ({path}: {reason})"
+        ) from None
+    finally:
+        for directory in reversed(created):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
 
 
 class EventLog:

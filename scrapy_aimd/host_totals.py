@@ -20,6 +20,10 @@ from typing import Any
 __all__ = ["HostTotals", "as_integer", "as_number", "pause_until"]
 
 
+#: The response classes that the summary shows in their own columns.
+STATUS_CLASSES = frozenset({"2xx", "3xx", "4xx", "5xx"})
+
+
 @dataclass
 class HostTotals:
     """One row of the summary table; pause time is the union of the host's pauses."""
@@ -67,6 +71,20 @@ class HostTotals:
             until = pause_until(record)
             if until is not None:
                 self._pause(float(record["t"]), until)
+
+    @property
+    def other_responses(self) -> int:
+        """Responses in none of the classes 2xx to 5xx: 1xx, 600 and above (999, as
+        some sites send), or an unreadable status."""
+        return sum(n for kind, n in self.responses.items() if kind not in STATUS_CLASSES)
+
+    def end(self, t: float) -> None:
+        """The crawl ended at ``t``: a pause that would have gone on after it counts
+        only up to it (every pause counted started by then, so their union covers
+        the whole of what is cut)."""
+        if self.paused_until > t:
+            self.paused_seconds = max(0.0, self.paused_seconds - (self.paused_until - t))
+            self.paused_until = t
 
     @property
     def troubled(self) -> bool:

@@ -29,11 +29,17 @@ from scrapy.utils.asyncio import create_looping_call
 from scrapy_aimd import signals
 from scrapy_aimd.crawl import origin_host, request_host
 from scrapy_aimd.dupefilter import DUPLICATE_KINDS, AimdDupeFilter, kind_stat
-from scrapy_aimd.events import DuplicateHosts, EventLog, event_record, events_path
+from scrapy_aimd.events import (
+    DuplicateHosts,
+    EventLog,
+    event_record,
+    events_path,
+    spider_params,
+)
 from scrapy_aimd.host_totals import HostTotals
 from scrapy_aimd.live import HostsView, QueuedHosts, hosts_line
-from scrapy_aimd.settings import read_float, read_int
-from scrapy_aimd.summary import DEFAULT_ROWS, format_summary
+from scrapy_aimd.settings import read_logstats_interval, read_summary_rows
+from scrapy_aimd.summary import format_summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -62,14 +68,9 @@ class Reporter:
         #: The events file's path template; checked here, at startup, expanded at open.
         self.events_file = events_file
         if events_file is not None:
-            events_path(events_file, _spider_params(crawler, "spider"))
-        self.summary_rows = read_int(settings, "AIMD_SUMMARY_ROWS", DEFAULT_ROWS, minimum=1)
-        interval = settings.get("AIMD_LOGSTATS_INTERVAL")
-        self.live_interval = (
-            read_float(settings, "LOGSTATS_INTERVAL", 60.0)
-            if interval is None
-            else read_float(settings, "AIMD_LOGSTATS_INTERVAL", None)
-        )
+            events_path(events_file, spider_params(crawler, "spider"))
+        self.summary_rows = read_summary_rows(settings)
+        self.live_interval = read_logstats_interval(settings)
         self._live: Any = None
         self._view: HostsView | None = None
         self.events: EventLog | None = None
@@ -92,7 +93,7 @@ class Reporter:
         self.t0 = now
         self.clock = clock or time.monotonic
         if self.events_file:
-            path = events_path(self.events_file, _spider_params(self.crawler, spider))
+            path = events_path(self.events_file, spider_params(self.crawler, spider))
             self.events = self.event_log(path, now=now, spider=spider)
         self.crawler.signals.connect(self._on_response, signal=scrapy_signals.response_received)
         if hosts is not None and self.live_interval > 0:
@@ -203,6 +204,7 @@ class Reporter:
         controllers = dict(hosts)
         rows = []
         for host, totals in sorted(self.totals.items()):
+            totals.end(now - self.t0)
             controller = controllers.get(host)
             if controller is not None:
                 totals.delay = controller.delay
@@ -360,11 +362,3 @@ def _row(totals: HostTotals) -> dict[str, Any]:
         "limit": totals.limit,
         "best_latency": totals.best_latency,
     }
-
-
-def _spider_params(crawler: Crawler, name: str) -> dict[str, Any]:
-    """The spider's attributes and its name, for ``%(...)s`` in AIMD_EVENTS_FILE."""
-    spider = crawler.spider
-    params: dict[str, Any] = dict(vars(spider)) if spider is not None else {}
-    params["name"] = getattr(spider, "name", None) or name
-    return params

@@ -48,6 +48,7 @@ from scrapy_aimd.settings import read_bool, read_float, read_int
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
     from typing_extensions import Self
 
@@ -168,6 +169,28 @@ def is_exempt(request: Request) -> bool:
     )
 
 
+#: Scrapy's default ROBOTSTXT_PARSER: Protego, whose rules this middleware applies too.
+SCRAPY_ROBOTSTXT_PARSER = "scrapy.robotstxt.ProtegoRobotParser"
+
+
+def _warn_about_robotstxt_parser(settings: BaseSettings) -> None:
+    """``ROBOTSTXT_PARSER`` plugs a parser into Scrapy's robots middleware, which this
+    one replaces: a parser that the user chose is not used, and must not be
+    silently so."""
+    parser = settings.get("ROBOTSTXT_PARSER")
+    shown = (
+        f"{parser.__module__}.{parser.__qualname__}" if isinstance(parser, type) else str(parser)
+    )
+    if parser is None or shown == SCRAPY_ROBOTSTXT_PARSER:
+        return
+    logger.warning(
+        "ROBOTSTXT_PARSER=%s is not used: scrapy-aimd's robots.txt middleware parses "
+        "robots.txt by RFC 9309 (with Protego's rules, as Scrapy's default parser "
+        "does), and reads its Crawl-delay",
+        shown,
+    )
+
+
 class RobotsTxtMiddleware:
     """Downloader middleware: skips what robots.txt disallows (``IgnoreRequest``)."""
 
@@ -175,6 +198,7 @@ class RobotsTxtMiddleware:
         settings = crawler.settings
         if not settings.getbool("ROBOTSTXT_OBEY"):
             raise NotConfigured
+        _warn_about_robotstxt_parser(settings)
         self.crawler = crawler
         self.stats = crawler.stats
         self.book = RobotsBook(

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol
 
 import idna
 
-from scrapy_aimd.core.controller import ControllerConfig
+from scrapy_aimd.core.controller import INT_MINIMUMS, ControllerConfig
 from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
 
 
@@ -143,6 +143,24 @@ def read_str_list(
     raise AimdSettingsError(name, value, "a list of strings")
 
 
+# -- the reporter's settings ---------------------------------------------------------
+
+
+def read_summary_rows(settings: SettingsLike) -> int:
+    """``AIMD_SUMMARY_ROWS``: the most hosts the end-of-crawl summary lists."""
+    from scrapy_aimd.summary import DEFAULT_ROWS
+
+    return read_int(settings, "AIMD_SUMMARY_ROWS", DEFAULT_ROWS, minimum=1)
+
+
+def read_logstats_interval(settings: SettingsLike) -> float:
+    """``AIMD_LOGSTATS_INTERVAL``, else Scrapy's ``LOGSTATS_INTERVAL``: seconds between
+    two lines about the hosts (0: none)."""
+    if settings.get("AIMD_LOGSTATS_INTERVAL", None) is None:
+        return read_float(settings, "LOGSTATS_INTERVAL", 60.0)
+    return read_float(settings, "AIMD_LOGSTATS_INTERVAL", None)
+
+
 # -- the controller's settings -----------------------------------------------------
 
 #: Setting name -> ControllerConfig field, for every field.
@@ -176,17 +194,28 @@ class HostConfigs:
     An override for ``example.com`` applies to example.com and its subdomains, on
     any port; one for ``example.com:8080`` to that port only. The longest matching
     key wins. Hosts are the scheduler's host keys: lowercase, ``host`` or
-    ``host:port``.
+    ``host:port``, or the ``download_slot`` a user set.
+
+    ``slots`` are the entries carried from ``DOWNLOAD_SLOTS``: as in Scrapy, each
+    applies to its own slot only, the requests whose ``download_slot`` is that
+    key, or whose host name (Scrapy's slot for a URL) is, on any port; never to
+    subdomains.
     """
 
-    def __init__(self, default: ControllerConfig, overrides: dict[str, ControllerConfig]) -> None:
+    def __init__(
+        self,
+        default: ControllerConfig,
+        overrides: dict[str, ControllerConfig],
+        slots: dict[str, ControllerConfig] | None = None,
+    ) -> None:
         self.default = default
         self.overrides = dict(overrides)
+        self.slots = dict(slots or {})
         self._cache: dict[str, ControllerConfig] = {}
 
     def for_host(self, host: str) -> ControllerConfig:
         """The config for a host (cached: this is asked for every response)."""
-        if not self.overrides:
+        if not self.overrides and not self.slots:
             return self.default
         cfg = self._cache.get(host)
         if cfg is None:
@@ -201,7 +230,24 @@ class HostConfigs:
             for key in _suffixes(candidate):
                 if key in self.overrides and (best is None or len(key) > len(best)):
                     best = key
+        slot = self._slot(host, name, port)
+        if slot is not None and (best is None or len(slot[0]) >= len(best)):
+            return slot[1]
         return self.default if best is None else self.overrides[best]
+
+    def _slot(self, host: str, name: str, port: str) -> tuple[str, ControllerConfig] | None:
+        """The ``DOWNLOAD_SLOTS`` entry of this host, with the host key it stands for:
+        the host itself (a slot the user set), else its name without the port, as
+        Scrapy keys a URL's slot (an IPv6 address without its brackets)."""
+        if not self.slots:
+            return None
+        if host in self.slots:
+            return host, self.slots[host]
+        if port.isdigit() and name in self.slots:
+            return name, self.slots[name]
+        if name.startswith("[") and name.endswith("]") and name[1:-1] in self.slots:
+            return name, self.slots[name[1:-1]]
+        return None
 
 
 def controller_configs(settings: SettingsLike) -> HostConfigs:
@@ -219,25 +265,51 @@ def controller_configs(settings: SettingsLike) -> HostConfigs:
     names = {field_name: g.name for field_name, g in given.items()}
     default = _config({}, given, names)
     overrides: dict[str, ControllerConfig] = {}
+    slots: dict[str, ControllerConfig] = {}
     base = {field_name: g.value for field_name, g in given.items()}
-    for key, fields_ in _read_hosts(settings).items():
-        prefix = f"AIMD_HOSTS[{key!r}]"
+    carried = _read_carried_slots(settings)
+    for key, fields_ in _read_hosts(settings, carried).items():
+        from_slot = carried.get(key, {})
         host_given = {
-            field_name: _Given(
-                f"{prefix}.{field_name}",
+            field_name: _given_field(
+                f"DOWNLOAD_SLOTS[{key!r}].{from_slot[field_name]}"
+                if field_name in from_slot
+                else f"AIMD_HOSTS[{key!r}].{field_name}",
+                field_name,
                 raw,
-                _read_field(
-                    {f"{prefix}.{field_name}": raw}, f"{prefix}.{field_name}", field_name, None
-                ),
             )
             for field_name, raw in fields_.items()
         }
+        host_names = {**names, **{f: g.name for f, g in host_given.items()}}
+        if from_slot:
+            slots[str(key)] = _config(base, host_given, host_names)
+        own = {f: g for f, g in host_given.items() if f not in from_slot}
+        if from_slot and not own:
+            continue
         host = _host_key(key)
         if host in overrides:
             raise AimdSettingsError("AIMD_HOSTS", key, f"one entry per host ({host!r} twice)")
-        host_names = {**names, **{f: g.name for f, g in host_given.items()}}
-        overrides[host] = _config(base, host_given, host_names)
-    return HostConfigs(default, overrides)
+        overrides[host] = _config(base, own, host_names)
+    return HostConfigs(default, overrides, slots)
+
+
+def _given_field(name: str, field_name: str, raw: Any) -> _Given:
+    """A field of an AIMD_HOSTS entry, parsed, under the name of the setting that gave it."""
+    return _Given(name, raw, _read_field({name: raw}, name, field_name, None))
+
+
+#: Where the add-on says which fields of AIMD_HOSTS it carried from ``DOWNLOAD_SLOTS``:
+#: ``{slot key: {field: the slot's own name of it}}``. Those fields apply to their
+#: slot only (:class:`HostConfigs`), and an error in one names ``DOWNLOAD_SLOTS``.
+#: Not an ``AIMD_*`` setting: the add-on writes it, a user never does.
+CARRIED_SLOTS = "_AIMD_CARRIED_DOWNLOAD_SLOTS"
+
+
+def _read_carried_slots(settings: SettingsLike) -> dict[Any, dict[str, str]]:
+    value = settings.get(CARRIED_SLOTS, None)
+    if not isinstance(value, Mapping):
+        return {}
+    return {key: dict(fields_) for key, fields_ in value.items() if isinstance(fields_, Mapping)}
 
 
 class _Given(NamedTuple):
@@ -296,7 +368,7 @@ def _read_field(settings: SettingsLike, name: str, field_name: str, default: Any
     if kind is frozenset:
         return read_status_codes(settings, name, default)
     if kind is int:
-        return read_int(settings, name, default)
+        return read_int(settings, name, default, minimum=INT_MINIMUMS[field_name])
     return read_float(settings, name, default, minimum=None)
 
 
@@ -326,8 +398,14 @@ def read_status_codes(settings: SettingsLike, name: str, default: Iterable[int])
     return frozenset(codes)
 
 
-def _read_hosts(settings: SettingsLike) -> dict[str, dict[str, Any]]:
-    """AIMD_HOSTS: host -> {field: value}, as a dict or a JSON string (from ``-s``)."""
+def _read_hosts(
+    settings: SettingsLike, carried: Mapping[Any, Mapping[str, str]] | None = None
+) -> dict[Any, dict[str, Any]]:
+    """AIMD_HOSTS: host -> {field: value}, as a dict or a JSON string (from ``-s``).
+
+    An entry whose every field was carried from ``DOWNLOAD_SLOTS`` is keyed by a
+    slot, which Scrapy lets be any string: its key need not be a host."""
+    carried = carried or {}
     value = settings.get("AIMD_HOSTS", None)
     if value is None or value == "":
         return {}
@@ -341,8 +419,12 @@ def _read_hosts(settings: SettingsLike) -> dict[str, dict[str, Any]]:
     if not isinstance(hosts, Mapping):
         raise AimdSettingsError("AIMD_HOSTS", value, expected)
     known = sorted(_CONTROLLER_FIELDS.values())
-    result: dict[str, dict[str, Any]] = {}
+    result: dict[Any, dict[str, Any]] = {}
     for key, fields_ in hosts.items():
+        from_slot = carried.get(key, {})
+        if isinstance(fields_, Mapping) and from_slot and set(fields_) <= set(from_slot):
+            result[key] = dict(fields_)
+            continue
         if not isinstance(key, str) or not _HOST_KEY.fullmatch(key.strip()):
             expected_key = f"host keys such as 'example.com' or 'localhost:8080', not {key!r}"
             raise AimdSettingsError("AIMD_HOSTS", value, expected_key)

@@ -26,6 +26,7 @@ COLUMNS = (
     "503",
     "cached",
     "errors",
+    "other",
     "throttles",
     "paused s",
     "gap s",
@@ -34,7 +35,9 @@ COLUMNS = (
 )
 #: Below the table: what the columns mean where the header cannot say it.
 LEGEND = (
-    "4xx and 5xx exclude 429 and 503; gap s: seconds between two request starts; "
+    "4xx and 5xx exclude 429 and 503; other: responses with a status outside "
+    "200-599 (1xx, 999); paused s: up to the crawl's end; "
+    "gap s: seconds between two request starts; "
     "best ms: the host's latency baseline, a low percentile of its recent page "
     "fetch times (to the response headers)"
 )
@@ -91,6 +94,7 @@ def _cells(host: str, t: HostTotals) -> tuple[str, ...]:
         str(r503),
         str(t.cached),
         str(t.failures),
+        str(t.other_responses),
         str(t.throttles),
         f"{t.paused_seconds:.1f}",
         "-" if t.delay is None else f"{t.delay:.2f}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from crawlrunner import FarmSpider
 from scrapy import Request
@@ -71,16 +72,46 @@ class SharedSlotSpider(SlotDelaySpider):
     """Puts every request, whatever its host, in one download slot."""
 
     name = "sharedslot"
+    slot = "shared"
 
     async def start(self) -> Any:
         for url in self.start_urls:
-            yield Request(url, meta={"download_slot": "shared"})
+            yield Request(url, meta={"download_slot": self.slot})
 
     def parse(self, response: Any) -> Any:
         for result in super().parse(response):
             if isinstance(result, Request):
-                result.meta["download_slot"] = "shared"
+                result.meta["download_slot"] = self.slot
             yield result
+
+
+class OddSlotSpider(SharedSlotSpider):
+    """One slot for every request, named as no host is (Scrapy takes any slot key)."""
+
+    name = "oddslot"
+    slot = "images/cdn pool"
+
+
+class ProxiedSpider(SlotDelaySpider):
+    """Fetches made-up host names through farm hosts used as HTTP proxies, so that
+    subdomains need no DNS: ``FARM_PROXIES`` maps each hostname to its proxy's URL."""
+
+    name = "proxied"
+
+    def _proxied(self, request: Request) -> Request:
+        proxies = self.settings.getdict("FARM_PROXIES")
+        hostname = urlsplit(request.url).hostname
+        if hostname in proxies:
+            request.meta["proxy"] = proxies[hostname]
+        return request
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield self._proxied(Request(url))
+
+    def parse(self, response: Any) -> Any:
+        for result in super().parse(response):
+            yield self._proxied(result) if isinstance(result, Request) else result
 
 
 class OwnFingerprinter:
@@ -234,3 +265,15 @@ class InlineElsewhereSpider(FarmSpider):
             await asyncio.gather(*(crawler.engine.download_async(Request(u)) for u in urls))
         except Exception as exc:
             yield {"url": response.url, "error": type(exc).__name__}
+
+
+class DepthSpider(FarmSpider):
+    """Says with each page the depth at which it was found (Scrapy's DepthMiddleware)."""
+
+    name = "depth"
+
+    def parse(self, response: Any) -> Any:
+        for result in super().parse(response):
+            if isinstance(result, dict):
+                result = {**result, "depth": response.meta.get("depth")}
+            yield result

@@ -125,6 +125,47 @@ def test_download_slots_become_host_overrides_and_the_slots_delay_zero() -> None
     }
 
 
+def test_a_carried_download_slot_applies_to_that_slot_only() -> None:
+    """As in Scrapy: the slot's own requests (by ``download_slot`` or by host name, on
+    any port), not its subdomains; any string is a slot key; the user's own
+    AIMD_HOSTS entries keep matching subdomains, and win field by field."""
+    from scrapy_aimd.settings import controller_configs
+
+    settings = apply(
+        {
+            "DOWNLOAD_SLOTS": {
+                "example.com": {"delay": 1.0},
+                "api pool": {"delay": 0.2, "concurrency": 1},
+                "images/cdn": {"concurrency": 2},
+                "example.org": {"delay": 2.0},
+            },
+            "AIMD_HOSTS": {"example.org": {"max_concurrency": 3}},
+        }
+    )
+    configs = controller_configs(settings)
+    assert configs.for_host("example.com").min_delay == 1.0
+    assert configs.for_host("example.com:8080").min_delay == 1.0
+    assert configs.for_host("www.example.com") == configs.default
+    assert configs.for_host("api.example.com") == configs.default
+    assert configs.for_host("api pool").min_delay == 0.2
+    assert configs.for_host("api pool").max_concurrency == 1
+    assert configs.for_host("images/cdn").max_concurrency == 2
+    org = configs.for_host("example.org")
+    assert (org.min_delay, org.max_concurrency) == (2.0, 3)
+    www_org = configs.for_host("www.example.org")
+    assert (www_org.min_delay, www_org.max_concurrency) == (configs.default.min_delay, 3)
+
+
+def test_an_invalid_carried_download_slot_names_download_slots() -> None:
+    from scrapy_aimd.settings import controller_configs
+
+    settings = apply({"DOWNLOAD_SLOTS": {"api pool": {"delay": -1}}})
+    with pytest.raises(
+        AimdSettingsError, match=r"Invalid setting DOWNLOAD_SLOTS\['api pool'\]\.delay=-1"
+    ):
+        controller_configs(settings)
+
+
 def test_a_users_own_dupefilter_is_kept_and_a_foreign_scheduler_refused(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -142,3 +183,29 @@ def test_a_users_own_dupefilter_is_kept_and_a_foreign_scheduler_refused(
     with pytest.raises(AimdSettingsError, match=r"SCHEDULER='myproject\.Scheduler'"):
         apply({"SCHEDULER": "myproject.Scheduler"})
     assert apply({"SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler"})["SCHEDULER"]
+
+
+def test_the_manual_configuration_in_the_docs_is_what_the_addon_sets() -> None:
+    """docs/getting-started.rst shows the settings the add-on is a shortcut for: the
+    same paths (not the old ones, which only keep old projects working)."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    from scrapy_aimd.addon import COMPONENTS, OLD_PATHS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "getting-started.rst").read_text()
+    for old in OLD_PATHS.values():
+        assert old not in text
+    section = text.split("\nWithout the add-on\n", 1)[1]
+    block = re.search(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", section)
+    assert block is not None
+    shown: dict[str, object] = {}
+    exec(textwrap.dedent(block[1]), shown)
+    for name, path in COMPONENTS.items():
+        assert shown[name] == path
+    assert shown["DOWNLOADER_MIDDLEWARES"] == {
+        MIDDLEWARE: 950,
+        SCRAPY_ROBOTS_MIDDLEWARE: None,
+        ROBOTS_MIDDLEWARE: 100,
+    }

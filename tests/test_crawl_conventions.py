@@ -106,6 +106,65 @@ def test_download_slots_feed_the_hosts_controller_by_hostname_or_host_and_port(
     assert max(r["in_flight"] for r in pages(log, "byname")) == 1
 
 
+def test_a_download_slots_key_that_names_no_host_paces_the_requests_of_that_slot(
+    tmp_path: Path,
+) -> None:
+    """Scrapy takes any string as a slot key; its delay and concurrency pace the
+    requests whose ``download_slot`` it is, and no AIMD_HOSTS error stops the crawl."""
+    from components import OddSlotSpider
+
+    slot = OddSlotSpider.slot
+    specs = [HostSpec(name=name, pages=5, links_per_page=2) for name in ("one", "two")]
+    result, log, _ = crawl(
+        specs,
+        tmp_path,
+        {"DOWNLOAD_SLOTS": {slot: {"delay": 0.3, "concurrency": 1}}},
+        spider="components.OddSlotSpider",
+    )
+    assert "AIMD_HOSTS=" not in result.log
+    fetched = [r for r in log if r["reason"] != "robots"]
+    assert len(fetched) >= 12
+    assert {r["host"] for r in fetched} == {"one", "two"}
+    assert min(arrival_gaps(fetched)) >= 0.3 - 0.1  # one gap for both hosts
+    assert {item["slot"] for item in result.items} == {slot}
+    assert {item["slot_delay"] for item in result.items} == {0.0}
+    assert f"DOWNLOAD_SLOTS[{slot!r}].delay=0.3 → " in result.log
+
+
+def test_a_download_slots_entry_paces_its_slot_and_not_the_subdomains(tmp_path: Path) -> None:
+    """``DOWNLOAD_SLOTS = {"example.test": ...}`` is the slot of example.test only, as
+    in Scrapy; an AIMD_HOSTS entry of the user's own still covers the subdomains."""
+    events = tmp_path / "events.jsonl"
+    names = {"apex": "example.test", "www": "www.example.test", "api": "api.example.org"}
+    specs = [HostSpec(name=name, pages=5, links_per_page=2) for name in names]
+
+    def settings(urls: dict[str, str]) -> dict[str, Any]:
+        return {
+            "AIMD_EVENTS_FILE": str(events),
+            "FARM_PROXIES": {hostname: urls[name] for name, hostname in names.items()},
+            "DOWNLOAD_SLOTS": {"example.test": {"delay": 0.6}},
+            "AIMD_HOSTS": {"example.org": {"min_delay": 0.3}},
+        }
+
+    with start_farm(specs, max_seconds=300) as farm:
+        result = run_crawl(
+            [f"http://{hostname}/" for hostname in names.values()],
+            tmp_path / "crawl",
+            {**AIMD, **settings(dict(farm.urls))},
+            spider="components.ProxiedSpider",
+        )
+        log = farm.read_log()
+    for name in names:
+        assert len(pages(log, name)) >= 6, name
+    assert min(start_gaps(events, "example.test")) >= 0.6 - 1e-3
+    assert min(start_gaps(events, "api.example.org")) >= 0.3 - 1e-3  # the user's entry
+    assert min(start_gaps(events, "www.example.test")) < 0.3  # not example.test's slot
+    assert (
+        "DOWNLOAD_SLOTS['example.test'].delay=0.6 → "
+        "AIMD_HOSTS['example.test'].min_delay=0.6, for that slot only"
+    ) in result.log
+
+
 # -- 3. meta["download_slot"] -------------------------------------------------------------
 
 

@@ -245,6 +245,43 @@ def test_a_bad_shutdown_grace_is_the_one_error_shown(tmp_path: Path) -> None:
     assert "Spider opened" not in shown
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AIMD_SUMMARY_ROWS", "0"),
+        ("AIMD_SUMMARY_ROWS", "x"),
+        ("AIMD_LOGSTATS_INTERVAL", "-1"),
+        ("AIMD_LOGSTATS_INTERVAL", "x"),
+        ("AIMD_EVENTS_FILE", "out-%(nosuchattr)s.jsonl"),
+    ],
+)
+def test_a_bad_reporting_setting_is_the_one_error_shown(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    shown = startup_error(tmp_path, {name: value})
+    assert f"Invalid setting {name}={value!r}" in shown
+    assert "Engine slot not assigned" not in shown
+    assert "Spider opened" not in shown
+
+
+@pytest.mark.parametrize("blocker", ["a file", "a directory"])
+def test_an_events_file_that_cannot_be_written_is_named_at_startup(
+    tmp_path: Path, blocker: str
+) -> None:
+    """A parent that is a file, or a path that is a directory: the error names the
+    setting and the path, and nothing else follows it."""
+    if blocker == "a file":
+        (tmp_path / "afile").write_text("")
+        path = tmp_path / "afile" / "events.jsonl"
+    else:
+        path = tmp_path / "adir"
+        path.mkdir()
+    shown = startup_error(tmp_path, {"AIMD_EVENTS_FILE": str(path)})
+    assert f"Invalid setting AIMD_EVENTS_FILE={str(path)!r}" in shown
+    assert "Engine slot not assigned" not in shown
+    assert "Spider opened" not in shown
+
+
 def test_a_corrupt_seen_keys_file_is_the_one_error_shown(tmp_path: Path) -> None:
     jobdir = tmp_path / "job"
     jobdir.mkdir()

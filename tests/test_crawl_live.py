@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from crawling import AIMD, run_crawl
@@ -71,3 +75,65 @@ def test_the_live_line_and_the_summary_name_the_hosts_that_hold_the_crawl_back(
     assert first[header.index("4xx")] == "0"  # a 429 is not counted twice
     assert table[3].startswith("... and 2 more hosts")
     assert "best ms: the host's latency baseline" in table[4]
+
+
+class OddStatusHandler(BaseHTTPRequestHandler):
+    """Answers /<status> with that status, as some sites send 999 or 600."""
+
+    def do_GET(self) -> None:
+        self.send_response(int(self.path.strip("/")))
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def summary_rows(log: str) -> dict[str, dict[str, str]]:
+    """The last per-host summary table of a crawl log, by host, by column."""
+    table = log[log.rindex("Per-host summary") :].splitlines()[1:]
+    header = re.split(r"\s{2,}", table[0].strip())
+    rows = {}
+    for line in table[1:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) != len(header):
+            break
+        rows[cells[0]] = dict(zip(header, cells, strict=True))
+    return rows
+
+
+def test_every_answer_is_in_a_column_and_a_pause_ends_with_the_crawl(tmp_path: Path) -> None:
+    """A row's columns add up to its requests (999 and 600 under ``other``); a
+    Retry-After longer than the rest of the crawl counts only up to the crawl's
+    end; data: requests are listed as ``data:``."""
+    events = tmp_path / "events.jsonl"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OddStatusHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    odd = f"127.0.0.1:{server.server_address[1]}"
+    try:
+        specs = [HostSpec(name="paused", pages=3, pause_first=60.0, pause_retry_after=60)]
+        with start_farm(specs, max_seconds=120) as farm:
+            paused = urlsplit(farm.urls["paused"]).netloc
+            result = run_crawl(
+                [
+                    farm.urls["paused"] + "/",
+                    *(f"http://{odd}/{status}" for status in (999, 600, 200)),
+                    "data:text/html,<p>here</p>",
+                ],
+                tmp_path / "crawl",
+                {**AIMD, "CLOSESPIDER_TIMEOUT": 3, "AIMD_EVENTS_FILE": str(events)},
+            )
+    finally:
+        server.shutdown()
+    rows = summary_rows(result.log)
+    counted = ("2xx", "3xx", "4xx", "429", "5xx", "503", "cached", "errors", "other")
+    for host, row in rows.items():
+        assert sum(int(row[c]) for c in counted) == int(row["requests"]), (host, row)
+    assert (rows[odd]["other"], rows[odd]["2xx"]) == ("2", "1")
+    assert rows["data:"]["2xx"] == "1"
+    assert "" not in rows
+    assert int(rows[paused]["429"]) >= 1
+    assert 0 < float(rows[paused]["paused s"]) <= 5  # not the 60 s asked for
+    close = json.loads(events.read_text().splitlines()[-1])
+    assert 0 < close["hosts"][paused]["paused_seconds"] <= 5
+    assert close["hosts"]["data:"]["requests"] == 1

@@ -163,3 +163,31 @@ def test_past_the_robots_memory_budget_an_origin_is_fetched_again_and_obeyed(
     assert result.stats.get("aimd/robots/requests") == fetched
     assert result.stats.get("aimd/robots/evicted", 0) >= fetched - len(specs)
     assert result.stats.get("aimd/in_flight_at_close") == 0
+
+
+def test_a_robotstxt_parser_of_the_users_is_named_as_not_used(tmp_path: Path) -> None:
+    """Scrapy's ROBOTSTXT_PARSER plugs a parser into Scrapy's robots middleware, which
+    the add-on replaces: a WARNING says so, and robots.txt is still obeyed."""
+    with start_farm([HostSpec(name="rules", pages=4, robots=RULES)], max_seconds=120) as farm:
+        result = run_crawl(
+            [farm.urls["rules"] + "/"],
+            tmp_path / "crawl",
+            {
+                **AIMD,
+                "ROBOTSTXT_OBEY": True,
+                "ROBOTSTXT_PARSER": "scrapy.robotstxt.PythonRobotParser",
+            },
+        )
+        log = farm.read_log()
+    assert (
+        "WARNING: ROBOTSTXT_PARSER=scrapy.robotstxt.PythonRobotParser is not used: "
+        "scrapy-aimd's robots.txt middleware parses robots.txt by RFC 9309"
+    ) in result.log
+    assert "/p/2" not in page_paths(log)
+    assert page_paths(log) >= {"/p/0", "/p/1", "/p/3"}
+
+
+def test_scrapys_default_robotstxt_parser_is_not_warned_about(
+    crawl: tuple[CrawlResult, list[dict[str, Any]]],
+) -> None:
+    assert "ROBOTSTXT_PARSER" not in crawl[0].log

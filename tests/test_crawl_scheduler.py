@@ -158,3 +158,23 @@ def test_a_request_swapped_after_the_feedback_middleware_is_forgotten(tmp_path: 
     assert result.stats.get("aimd/in_flight/no_feedback") == 3
     assert result.stats.get("aimd/in_flight_at_close") == 0
     assert result.stats.get("test/flights_at_close") == 0
+
+
+def test_depth_priority_orders_the_frontier_through_the_request_priority(
+    tmp_path: Path,
+) -> None:
+    """Scrapy's DepthMiddleware turns DEPTH_PRIORITY into ``Request.priority``, which
+    the frontier orders by first: -1 crawls deepest first, 0 shallowest first."""
+    depths: dict[int, list[int]] = {}
+    for depth_priority in (0, -1):
+        with start_farm([HostSpec(name="tree", pages=30, links_per_page=4)]) as farm:
+            result = run_crawl(
+                [farm.urls["tree"] + "/p/0"],
+                tmp_path / f"crawl{depth_priority}",
+                {**AIMD, "DEPTH_PRIORITY": depth_priority, "CONCURRENT_REQUESTS": 1},
+                spider="components.DepthSpider",
+            )
+        depths[depth_priority] = [item["depth"] for item in result.items]
+        assert len(depths[depth_priority]) >= 30
+    assert depths[0] == sorted(depths[0]), depths
+    assert depths[-1] != sorted(depths[-1]), depths

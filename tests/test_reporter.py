@@ -87,6 +87,27 @@ def test_a_pause_is_told_then_its_end_then_the_recovery(tmp_path: Path) -> None:
     assert [e["status"] for e in events if e["event"] == "response"] == [200, 429, 200]
 
 
+def test_a_pause_longer_than_the_crawl_counts_up_to_its_end(tmp_path: Path) -> None:
+    """Overlapping pauses count once, and what would have gone on after the close
+    is not counted: the crawl was not paused for it."""
+    from scrapy_aimd.host_totals import HostTotals
+
+    totals = HostTotals()
+    totals.add({"event": "pause", "t": 1.0, "until": 11.0})
+    totals.add({"event": "pause", "t": 5.0, "until": 61.0})
+    totals.end(20.0)
+    assert totals.paused_seconds == pytest.approx(19.0)
+    totals.end(30.0)  # a second end changes nothing
+    assert totals.paused_seconds == pytest.approx(19.0)
+
+    host = Host(tmp_path)
+    host.answer(200)
+    host.answer(429, retry_after=60.0)
+    host.now += 5.0
+    events = host.close()
+    assert events[-1]["hosts"][HOST]["paused_seconds"] == pytest.approx(5.0, abs=0.01)
+
+
 def test_a_slow_good_answer_read_as_overload_is_a_latency_throttle(tmp_path: Path) -> None:
     host = Host(tmp_path)
     ticket = host.controller.start(host.now)

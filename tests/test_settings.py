@@ -186,6 +186,23 @@ def test_an_invalid_value_names_the_setting_and_the_value(name: str, value: Any)
     assert repr(value) in message or str(value) in message
 
 
+@pytest.mark.parametrize(
+    ("name", "minimum"),
+    [("AIMD_MAX_CONCURRENCY", 1), ("AIMD_PROBE_REQUESTS", 1), ("AIMD_PACE_SAMPLES", 3)],
+)
+@pytest.mark.parametrize("value", [0, -1, 2.5, "2.5", "x", 10**30])
+def test_a_whole_number_setting_states_one_bound_whatever_the_value(
+    name: str, minimum: int, value: Any
+) -> None:
+    """2.5 and 0 are refused for the same rule, in the same words."""
+    expected = rf"expected a whole number (>= {minimum}|from {minimum} to \d+)$"
+    with pytest.raises(AimdSettingsError, match=expected):
+        configs(**{name: value})
+    field_name = name.removeprefix("AIMD_").lower()
+    with pytest.raises(AimdSettingsError, match=expected):
+        configs(AIMD_HOSTS={"example.com": {field_name: value}})
+
+
 def test_min_delay_above_max_delay_is_an_error() -> None:
     with pytest.raises(AimdSettingsError, match=r"AIMD_MIN_DELAY.*AIMD_MAX_DELAY"):
         configs(AIMD_MIN_DELAY=10, AIMD_MAX_DELAY=5)

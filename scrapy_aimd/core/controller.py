@@ -22,7 +22,7 @@ import math
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = [
     "ControllerConfig",
@@ -289,11 +289,19 @@ class ControllerConfig:
         _check("latency_factor", self.latency_factor, lambda v: v >= 1, "a finite number >= 1")
         if self.min_delay > self.max_delay:
             raise ValueError(f"min_delay={self.min_delay!r} is above max_delay={self.max_delay!r}")
-        _check_int("max_concurrency", self.max_concurrency, 1)
-        _check_int("pace_samples", self.pace_samples, 3)
-        _check_int("probe_requests", self.probe_requests, 1)
+        for name, minimum in INT_MINIMUMS.items():
+            _check_int(name, getattr(self, name), minimum)
         if not isinstance(self.adaptive, bool):
             raise ValueError(f"adaptive={self.adaptive!r}: expected True or False")
+
+
+#: The least value of each whole-number field (the settings state the same bound
+#: whether a value is too small or not a whole number).
+INT_MINIMUMS: Final[Mapping[str, int]] = {
+    "max_concurrency": 1,
+    "pace_samples": 3,
+    "probe_requests": 1,
+}
 
 
 def _check(name: str, value: Any, ok: Any, expected: str) -> None:
