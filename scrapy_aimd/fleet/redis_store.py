@@ -105,6 +105,7 @@ MINE: Final = b"="
 #: [-2**31, 2**31), depth in [0, 2**21). Ties come out by arrival.
 _DEPTH_BITS: Final = 21
 _PRIORITY_LIMIT: Final = 1 << 31
+_DEPTH_LIMIT: Final = 1 << _DEPTH_BITS
 
 
 def unpack_fields(packed: bytes) -> list[bytes]:
@@ -187,9 +188,10 @@ def lease_time(download_timeout: float) -> float:
 def sort_score(priority: int, depth: int) -> int:
     """``(-priority, depth)`` in one score below 2**53 (a float holds it exactly);
     values beyond the range are clipped to its ends."""
-    priority = max(-_PRIORITY_LIMIT + 1, min(_PRIORITY_LIMIT - 1, priority))
-    depth = max(0, min((1 << _DEPTH_BITS) - 1, depth))
-    return -priority * (1 << _DEPTH_BITS) + depth
+    if not (-_PRIORITY_LIMIT < priority < _PRIORITY_LIMIT and 0 <= depth < _DEPTH_LIMIT):
+        priority = max(-_PRIORITY_LIMIT + 1, min(_PRIORITY_LIMIT - 1, priority))
+        depth = max(0, min(_DEPTH_LIMIT - 1, depth))
+    return -priority * _DEPTH_LIMIT + depth
 
 
 @dataclass(frozen=True, slots=True)
