@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals as scrapy_signals
-from scrapy.utils.asyncio import call_later
+from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
@@ -49,6 +49,7 @@ from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
+    AUTO_SLOT_META,
     THROTTLE_RETRIES_META,
     crawl_parts,
     origin_host,
@@ -114,6 +115,9 @@ FLUSH_EARLY = 0.001
 CLOSE_FLUSH = 1.0
 #: Pushes buffered before one round trip takes them all.
 PUSH_BUFFER = 500
+#: A worker renews the leases it holds this often, as a share of their hold
+#: after an answer: a callback or pipeline that runs longer keeps its request.
+RENEW_SHARE = 1 / 3
 #: Most requests claimed in one round trip: as many as the downloader has room
 #: for (the engine asks for them one after the other, in one reactor turn).
 CLAIM_BATCH = 8
@@ -224,6 +228,8 @@ class FleetScheduler:
         self.robots: RobotsTxtMiddleware | None = None
         self.shutdown_grace = read_grace(crawler.settings)
         self.shutdown: ShutdownGrace | None = None
+        #: Renews the leases this worker holds (from ``open()``).
+        self._renewal: Any = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
         #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
@@ -301,6 +307,8 @@ class FleetScheduler:
         if self.robots is not None:
             self.robots.attach(self, self.clock)
         self.shutdown = self._grace()
+        self._renewal = create_looping_call(self._renew_leases)
+        self._renewal.start(self.frontier.callback_time * RENEW_SHARE, now=False)
         logger.info(
             "Fleet worker %s on %s, key prefix %s (closes after %.1fs with nothing "
             "queued or leased fleet-wide)",
@@ -315,6 +323,8 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
+        if self._renewal is not None and self._renewal.running:
+            self._renewal.stop()
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -650,6 +660,10 @@ class FleetScheduler:
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
         self.flights.handed_out(request, host, None, now)
+        if user_slot(request) is None:
+            # Set by the crawl, as assign_slot marks it: a copy (a redirect to
+            # another host, a child given this meta) goes by its own URL's host.
+            request.meta[AUTO_SLOT_META] = host
         request.meta["download_slot"] = host
         self.reporter.started(host, now, self._controller(host))
         # Once nothing can fail: a request never handed out is not taken for done
@@ -804,6 +818,20 @@ class FleetScheduler:
         assert self.frontier is not None
         known = self.frontier.controller(host)
         return known if known is not None else HostController(self.configs.for_host(host))
+
+    def _renew_leases(self) -> None:
+        """Every lease this worker holds holds on: a request whose callback (or
+        pipeline) outlasts its lease's hold after the answer is not queued again
+        while the worker is alive. A callback that blocks the reactor longer still
+        can lose it."""
+        if self.lost or self.frontier is None or not self.claims:
+            return
+        try:
+            self.frontier.renew(
+                [claim.lease for claim in self.claims.values()], self.frontier.callback_time
+            )
+        except Exception as exc:
+            self._stop(exc, "lease renewal")
 
     def _stop(self, exc: Exception, where: str) -> None:
         """Stop this worker: Redis lost (an ERROR line, leases come back when they

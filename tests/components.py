@@ -277,3 +277,29 @@ class DepthSpider(FarmSpider):
             if isinstance(result, dict):
                 result = {**result, "depth": response.meta.get("depth")}
             yield result
+
+
+class MetaCarryingSpider(FarmSpider):
+    """Gives each link the meta of the page it was found on, ``download_slot``
+    included, as spiders that pass context along do."""
+
+    name = "meta_carrying"
+
+    def parse(self, response: Any) -> Any:
+        for result in super().parse(response):
+            if isinstance(result, Request):
+                result = result.replace(meta={**response.meta, **result.meta})
+            yield result
+
+
+class SlowCallbackSpider(FarmSpider):
+    """Its callback for a start page (a path of ``/``) takes 10 s, awaiting: the
+    reactor runs meanwhile."""
+
+    name = "slow_callback"
+
+    async def parse(self, response: Any) -> Any:
+        if response.url.endswith("/"):
+            await asyncio.sleep(10)
+        for result in super().parse(response):
+            yield result

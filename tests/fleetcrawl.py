@@ -59,10 +59,12 @@ def start_worker(
     redis_url: str | None,
     settings: dict[str, Any] | None = None,
     runner: list[str] | None = None,
+    spider: str | None = None,
 ) -> Worker:
     """A crawl process of the fleet, started (not waited for); without
     ``redis_url``, a single process. ``runner``: the command that takes the
-    config file's path (default: ``tests/crawlrunner.py``)."""
+    config file's path (default: ``tests/crawlrunner.py``); ``spider``: the
+    import path of the spider it runs (default: its ``FarmSpider``)."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "config.json"
     config.write_text(
@@ -76,6 +78,7 @@ def start_worker(
                     **(settings or {}),
                 },
                 "out": str(out),
+                "spider": spider,
             }
         )
     )

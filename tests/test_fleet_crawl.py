@@ -114,6 +114,49 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     assert min(gaps) >= delay - 0.1, gaps
 
 
+def test_a_request_given_another_hosts_meta_goes_by_its_own_host(
+    tmp_path: Path, redis_url: str
+) -> None:
+    # Links from "first" to "delayed" carry first's meta, its download_slot with it.
+    delay = 0.5
+    specs = [
+        HostSpec(name="first", pages=4, links_per_page=2, cross_links=["delayed"]),
+        HostSpec(name="delayed", pages=6, links_per_page=2, crawl_delay=delay),
+    ]
+    with start_farm(specs, max_seconds=120) as farm:
+        worker = start_worker(
+            [farm.urls["first"] + "/"],
+            tmp_path / "w0",
+            redis_url,
+            {**FLEET, "ROBOTSTXT_OBEY": True},
+            spider="components.MetaCarryingSpider",
+        )
+        wait_for([worker], 90)
+        log = farm.read_log()
+    assert_finished([worker])
+    delayed = page_records(log, "delayed")
+    assert len(delayed) >= 5
+    gaps = arrival_gaps(delayed)
+    assert min(gaps) >= delay - 0.1, gaps  # delayed's own Crawl-delay, not first's none
+    hosts = {e["host"] for e in worker.events() if e["event"] == "start"}
+    assert len(hosts) == 2, hosts  # each request started on its own host's state
+
+
+def test_a_callback_slower_than_its_lease_keeps_its_request(tmp_path: Path, redis_url: str) -> None:
+    # DOWNLOAD_TIMEOUT 3: a lease holds 8 s after its answer; the callback takes 10.
+    specs = [HostSpec(name="site", pages=3, links_per_page=2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        worker = start_worker(
+            urls_of(farm), tmp_path / "w0", redis_url, FLEET, spider="components.SlowCallbackSpider"
+        )
+        wait_for([worker], 60)
+        log = farm.read_log()
+    assert_finished([worker])
+    assert [r["path"] for r in page_records(log)].count("/") == 1
+    assert worker.stats().get("aimd/fleet/renewed", 0) >= 1
+    assert worker.stats().get("aimd/fleet/reaped", 0) == 0
+
+
 def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: str) -> None:
     specs = [HostSpec(name=f"h{n}", pages=30, latency=0.2) for n in range(3)]
     with start_farm(specs, max_seconds=120) as farm:

@@ -55,6 +55,7 @@ _SCRIPTS: Final = (
     "hold",
     "done",
     "reap",
+    "renew",
     "status",
     "host",
     "state",
@@ -99,6 +100,7 @@ class FleetCounters:
     feedbacks: int = 0
     conflicts: int = 0
     reaped: int = 0
+    renewed: int = 0
     late_feedback: int = 0
     undecodable: int = 0
 

@@ -1180,6 +1180,18 @@ class FleetFrontier(Generic[T]):
         replica.viewed = data
         return replica.controller
 
+    def renew(self, leases: Iterable[str], seconds: float) -> int:
+        """The worker still holds these requests: each lease still there holds at
+        least ``seconds`` more (one round trip). Without it, a callback slower
+        than the lease's hold after its answer had its request queued again, and
+        fetched again, for as long as it ran. Returns how many were renewed."""
+        ids = list(leases)
+        if not ids:
+            return 0
+        renewed = int(self.fleet.call("renew", repr(seconds), *ids))
+        self.counters.renewed += renewed
+        return renewed
+
     def reap(self, limit: int = 1000) -> int:
         """Queue the requests of expired leases again (claims do this too)."""
         requeued = int(self.fleet.call("reap", limit))
