@@ -145,8 +145,7 @@ class AimdScheduler:
             shutdown_grace=parts.shutdown_grace,
             give_up=parts.give_up,
         )
-        if crawler.settings.get("AIMD_REDIS_URL"):
-            scheduler.fleet = _fleet_scheduler(crawler)
+        scheduler.fleet = parts.fleet
         return scheduler
 
     @classmethod
@@ -574,6 +573,9 @@ class _Prepared:
     jobdir: str | None
     shutdown_grace: float | None
     give_up: float
+    #: With AIMD_REDIS_URL: connected as the engine is made, so that an
+    #: unreachable Redis is the one error shown.
+    fleet: FleetScheduler | None = None
 
 
 _PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
@@ -593,6 +595,7 @@ def _prepare(crawler: Crawler) -> _Prepared:
         jobdir=jobdir,
         shutdown_grace=shutdown_grace,
         give_up=give_up,
+        fleet=_fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None,
     )
 
 
