@@ -9,13 +9,24 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawling import AIMD, run_crawl, start_gaps
+from crawling import AIMD, CrawlResult, run_crawl, start_gaps
 
 from sitefarm import HostSpec, start_farm
 
 
 def pages(log: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
     return [r for r in log if r["host"] == host and r["reason"] != "robots"]
+
+
+def crawl_root(
+    tmp_path: Path, specs: list[HostSpec], settings: dict[str, Any], spider: str
+) -> tuple[CrawlResult, list[dict[str, Any]]]:
+    """Crawl the first host's root page with ``spider``, following no links."""
+    with start_farm(specs, max_seconds=120) as farm:
+        root = farm.urls[specs[0].name] + "/"
+        result = run_crawl([root], tmp_path / "crawl", settings, follow=False, spider=spider)
+        log = farm.read_log()
+    return result, log
 
 
 def test_inline_downloads_keep_the_hosts_gap_and_limit(tmp_path: Path) -> None:
@@ -27,15 +38,7 @@ def test_inline_downloads_keep_the_hosts_gap_and_limit(tmp_path: Path) -> None:
         "AIMD_MAX_CONCURRENCY": 1,
         "AIMD_EVENTS_FILE": str(events),
     }
-    with start_farm(specs, max_seconds=120) as farm:
-        result = run_crawl(
-            [farm.urls["site"] + "/"],
-            tmp_path / "crawl",
-            settings,
-            follow=False,
-            spider="components.InlineDownloadSpider",
-        )
-        log = farm.read_log()
+    result, log = crawl_root(tmp_path, specs, settings, "components.InlineDownloadSpider")
     [item] = result.items
     links = len(item["inline"])
     assert links >= 6
@@ -58,15 +61,7 @@ def test_a_media_pipelines_refused_file_pauses_its_host_and_comes_later(
         "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1},
         "FILES_STORE": str(tmp_path / "files"),
     }
-    with start_farm(specs, max_seconds=120) as farm:
-        result = run_crawl(
-            [farm.urls["files"] + "/"],
-            tmp_path / "crawl",
-            settings,
-            follow=False,
-            spider="components.FilesSpider",
-        )
-        log = farm.read_log()
+    result, log = crawl_root(tmp_path, specs, settings, "components.FilesSpider")
     [item] = result.items
     assert len(item["file_urls"]) >= 8
     assert [f["status"] for f in item["files"]] == ["downloaded"] * len(item["file_urls"])
