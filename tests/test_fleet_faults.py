@@ -142,6 +142,42 @@ def test_a_corrupt_key_gives_an_error_naming_it(
         fleet.claim()
 
 
+def test_a_lease_of_a_corrupt_score_gives_an_error_naming_it(
+    server: RedisServer, raw: redis.Redis, prefix: str
+) -> None:
+    """An expired lease whose request's score is not a number is not put back under
+    another key's name: the error names the lease."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1")])
+    claim = fleet.claim()
+    assert isinstance(claim, Claim)
+    lease = f"{prefix}:l:{claim.lease}"
+    raw.hset(lease, "s", "soon")
+    with pytest.raises(FleetStoreError, match=f"Redis key {lease} .*field s is not a number"):
+        fleet.give_back([claim.lease])
+    assert raw.hget(lease, "s") == b"soon"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda r, p: r.zrem(f"{p}:hosts", "h"), id="host-unfiled"),
+        pytest.param(lambda r, p: r.delete(f"{p}:q:h"), id="queue-deleted"),
+    ],
+)
+def test_a_count_of_queued_requests_that_no_queue_holds_is_an_error_not_a_hang(
+    server: RedisServer, raw: redis.Redis, prefix: str, damage: object
+) -> None:
+    """Requests counted as queued that no filed host holds could never be claimed,
+    and the fleet would never be idle: every worker would wait for ever. The claim
+    says so, naming the count's key."""
+    fleet = worker(server.url, prefix)
+    fleet.push([Entry("h", b"1"), Entry("h", b"2")])
+    damage(raw, prefix)  # type: ignore[operator]
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:n counts 2 queued requests"):
+        fleet.claim()
+
+
 def test_a_corrupt_turn_gives_an_error_naming_the_key(
     server: RedisServer, raw: redis.Redis, prefix: str
 ) -> None:

@@ -179,7 +179,14 @@ if #claims < wanted then
   -- record of a miss, after the claims if any (the worker asks again at once
   -- for the room left, and knows the answer).
   local next_host = call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-  claims[#claims + 1] = {0, next_host[2] or 'inf', fmt(now), call('GET', P .. ':n') or '0',
+  local queued = num(P .. ':n', 'value', call('GET', P .. ':n'), 0)
+  if queued > 0 and #next_host == 0 then
+    -- Counted but in no filed host's queue: never claimable, and the fleet
+    -- never idle, so every worker would wait for ever.
+    fail(P .. ':n', 'counts ' .. queued .. ' queued requests, but no host in ' .. hosts
+      .. ' has any (a queue or the index was deleted or changed)')
+  end
+  claims[#claims + 1] = {0, next_host[2] or 'inf', fmt(now), fmt(queued),
     call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0}
 end
 return reply(claims)

@@ -140,6 +140,7 @@ end
 local function requeue(id)
   local lease = P .. ':l:' .. id
   local l = call('HMGET', lease, 'h', 's', 'm', 'r')
+  num(lease, 's', l[2], nil) -- checked before anything is changed: a script's error undoes nothing
   call('ZREM', P .. ':leases', id)
   call('DEL', lease)
   if not l[1] then
