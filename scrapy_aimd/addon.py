@@ -97,13 +97,20 @@ class Addon:
         force("DOWNLOAD_DELAY", 0.0, log=False, floor="spider")
         force("AUTOTHROTTLE_ENABLED", False)
         changes.extend(_carry_download_slots(settings, force))
-        per_domain_from = _carry(
-            settings,
-            "CONCURRENT_REQUESTS_PER_DOMAIN",
-            "max_concurrent_requests",
-            spider,
-            "AIMD_MAX_CONCURRENCY",
-        )
+        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+            # Scrapy's downloader puts it above the per-domain limit (and the
+            # spider's max_concurrent_requests); it is set to 0 below.
+            per_domain_from = _carry(
+                settings, "CONCURRENT_REQUESTS_PER_IP", "", None, "AIMD_MAX_CONCURRENCY"
+            )
+        else:
+            per_domain_from = _carry(
+                settings,
+                "CONCURRENT_REQUESTS_PER_DOMAIN",
+                "max_concurrent_requests",
+                spider,
+                "AIMD_MAX_CONCURRENCY",
+            )
         # The downloader must never queue what the scheduler lets start. (An
         # invalid AIMD_MAX_CONCURRENCY is reported, by name, when the crawl starts.)
         limits = [settings.get("CONCURRENT_REQUESTS"), settings.get("AIMD_MAX_CONCURRENCY")]

@@ -1,0 +1,56 @@
+"""Settings a user brings from stock Scrapy, and values from ``-s`` on the command
+line, as the add-on and the readers take them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from crawling import AIMD, run_crawl
+from scrapy.settings import Settings
+
+from scrapy_aimd.addon import Addon
+from scrapy_aimd.settings import controller_configs
+from sitefarm import HostSpec, start_farm
+
+
+def apply(project: dict[str, object], spider: dict[str, object] | None = None) -> Settings:
+    settings = Settings()
+    settings.setdict(project, priority="project")
+    settings.setdict(spider or {}, priority="spider")
+    Addon().update_settings(settings)
+    return settings
+
+
+# -- CONCURRENT_REQUESTS_PER_IP ------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:The CONCURRENT_REQUESTS_PER_IP setting is deprecated")
+def test_the_users_per_ip_limit_moves_to_the_controller() -> None:
+    """Scrapy's downloader puts a non-zero CONCURRENT_REQUESTS_PER_IP above
+    CONCURRENT_REQUESTS_PER_DOMAIN; the add-on sets it to 0, so it must not be lost."""
+    settings = apply({"CONCURRENT_REQUESTS_PER_IP": 2, "CONCURRENT_REQUESTS_PER_DOMAIN": 6})
+    assert settings.getint("AIMD_MAX_CONCURRENCY") == 2
+    assert settings.getint("CONCURRENT_REQUESTS_PER_IP") == 0
+    assert controller_configs(settings).default.max_concurrency == 2
+    # The user's own AIMD_MAX_CONCURRENCY wins, as over CONCURRENT_REQUESTS_PER_DOMAIN.
+    settings = apply({"CONCURRENT_REQUESTS_PER_IP": 2}, {"AIMD_MAX_CONCURRENCY": 5})
+    assert settings.getint("AIMD_MAX_CONCURRENCY") == 5
+    # Unset (0), CONCURRENT_REQUESTS_PER_DOMAIN is carried as before.
+    settings = apply({"CONCURRENT_REQUESTS_PER_DOMAIN": 3})
+    assert settings.getint("AIMD_MAX_CONCURRENCY") == 3
+
+
+@pytest.mark.filterwarnings("ignore:The CONCURRENT_REQUESTS_PER_IP setting is deprecated")
+def test_a_crawl_keeps_the_users_per_ip_limit(tmp_path: Path) -> None:
+    specs = [HostSpec(name="site", pages=12, links_per_page=4, latency=0.2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [url + "/" for url in farm.urls.values()],
+            tmp_path / "crawl",
+            {**AIMD, "CONCURRENT_REQUESTS_PER_IP": 1, "AIMD_ADAPTIVE_CONCURRENCY": False},
+        )
+        log = farm.read_log()
+    assert len(result.items) >= 12
+    assert max(r["in_flight"] for r in log) == 1
+    assert "CONCURRENT_REQUESTS_PER_IP=1 → AIMD_MAX_CONCURRENCY=1" in result.log
