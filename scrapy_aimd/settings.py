@@ -95,7 +95,8 @@ def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 
 
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+#: Not "": ``-s NAME=`` with the value left out is a mistake, as Scrapy's getbool says.
+_FALSE = {"0", "false", "no", "off"}
 
 
 def read_bool(settings: SettingsLike, name: str, default: bool) -> bool:

@@ -10,7 +10,7 @@ from crawling import AIMD, run_crawl
 from scrapy.settings import Settings
 
 from scrapy_aimd.addon import Addon
-from scrapy_aimd.settings import controller_configs
+from scrapy_aimd.settings import AimdSettingsError, controller_configs, read_bool
 from sitefarm import HostSpec, start_farm
 
 
@@ -54,3 +54,24 @@ def test_a_crawl_keeps_the_users_per_ip_limit(tmp_path: Path) -> None:
     assert len(result.items) >= 12
     assert max(r["in_flight"] for r in log) == 1
     assert "CONCURRENT_REQUESTS_PER_IP=1 → AIMD_MAX_CONCURRENCY=1" in result.log
+
+
+# -- booleans from ``-s`` -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", " ", "none"])
+def test_a_boolean_setting_refuses_an_empty_or_unknown_word(value: str) -> None:
+    """``-s AIMD_ADAPTIVE_CONCURRENCY=`` is a mistake, not False (Scrapy's getbool
+    refuses it too): it turned the adaptive limit off without a word."""
+    with pytest.raises(AimdSettingsError, match="AIMD_ADAPTIVE_CONCURRENCY"):
+        controller_configs({"AIMD_ADAPTIVE_CONCURRENCY": value})
+    with pytest.raises(AimdSettingsError, match="AIMD_ODD"):
+        read_bool({"AIMD_ODD": value}, "AIMD_ODD", True)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("0", False), ("off", False), ("No", False), (" true ", True), ("1", True), ("ON", True)],
+)
+def test_a_boolean_setting_reads_the_documented_words(value: str, expected: bool) -> None:
+    assert read_bool({"AIMD_ODD": value}, "AIMD_ODD", not expected) is expected
