@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from scrapy_aimd.settings import CARRIED_SLOTS, AimdSettingsError
+from scrapy_aimd.settings import CARRIED_SETTINGS, CARRIED_SLOTS, AimdSettingsError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -112,10 +112,17 @@ class Addon:
                 "AIMD_MAX_CONCURRENCY",
             )
         # The downloader must never queue what the scheduler lets start. (An
-        # invalid AIMD_MAX_CONCURRENCY is reported, by name, when the crawl starts.)
-        limits = [settings.get("CONCURRENT_REQUESTS"), settings.get("AIMD_MAX_CONCURRENCY")]
+        # invalid AIMD_MAX_CONCURRENCY, or one carried, is reported by name when
+        # the crawl starts.)
+        limits = [
+            settings.get(name)
+            for name in (
+                "CONCURRENT_REQUESTS",
+                "AIMD_MAX_CONCURRENCY",
+                "CONCURRENT_REQUESTS_PER_DOMAIN",
+            )
+        ]
         per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
-        per_domain = max(per_domain, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
         force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
         if per_domain_from:
             changes.append(
@@ -154,6 +161,10 @@ def _carry(
     ) is not None:
         return f"{named}={value} is not used: {target}={settings.get(target)} is set"
     settings.set(target, value, priority="addon")
+    # An invalid value is reported under the name the user gave it.
+    carried = settings.get(CARRIED_SETTINGS)
+    sources = dict(carried) if isinstance(carried, Mapping) else {}
+    settings.set(CARRIED_SETTINGS, {**sources, target: named}, priority="addon")
     return f"{named}={value} → {target}={value}"
 
 

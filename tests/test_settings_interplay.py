@@ -3,6 +3,7 @@ line, as the add-on and the readers take them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,46 @@ def test_a_boolean_setting_refuses_an_empty_or_unknown_word(value: str) -> None:
 )
 def test_a_boolean_setting_reads_the_documented_words(value: str, expected: bool) -> None:
     assert read_bool({"AIMD_ODD": value}, "AIMD_ODD", not expected) is expected
+
+
+# -- errors in a carried value name the setting the user set ---------------------------
+
+
+class DelaySpider:
+    download_delay = -1
+
+
+@pytest.mark.parametrize(
+    ("project", "named"),
+    [
+        ({"DOWNLOAD_DELAY": -1}, "DOWNLOAD_DELAY=-1"),
+        ({"DOWNLOAD_DELAY": "1.5s"}, "DOWNLOAD_DELAY='1.5s'"),
+        ({"DOWNLOAD_DELAY": 100}, "DOWNLOAD_DELAY=100"),  # above AIMD_MAX_DELAY
+        ({"CONCURRENT_REQUESTS_PER_DOMAIN": 0}, "CONCURRENT_REQUESTS_PER_DOMAIN=0"),
+        ({"CONCURRENT_REQUESTS_PER_DOMAIN": "2.5"}, "CONCURRENT_REQUESTS_PER_DOMAIN='2.5'"),
+    ],
+)
+def test_an_invalid_carried_value_names_the_users_setting(
+    project: dict[str, object], named: str
+) -> None:
+    """The add-on moves DOWNLOAD_DELAY and CONCURRENT_REQUESTS_PER_DOMAIN into
+    AIMD_MIN_DELAY and AIMD_MAX_CONCURRENCY; an error named those, which the
+    user never set."""
+    settings = apply(project)
+    with pytest.raises(AimdSettingsError, match=f"Invalid setting {re.escape(named)}"):
+        controller_configs(settings)
+
+
+def test_an_invalid_spider_attribute_is_named_as_the_spiders() -> None:
+    settings = Settings()
+    Addon(_CrawlerOf(DelaySpider)).update_settings(settings)  # type: ignore[arg-type]
+    with pytest.raises(AimdSettingsError, match=r"the spider's download_delay=-1"):
+        controller_configs(settings)
+
+
+class _CrawlerOf:
+    """What the add-on reads of a crawler: its spider class."""
+
+    def __init__(self, spidercls: type) -> None:
+        self.spider = None
+        self.spidercls = spidercls
