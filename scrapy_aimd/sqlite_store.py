@@ -217,9 +217,11 @@ class SqliteQueueStore(Generic[T]):
     @classmethod
     def check(cls, path: str | Path, *, stamp: Mapping[str, str] | None = None) -> None:
         """Raise :class:`StoreError` where opening ``path`` would (another kind,
-        format or stamp, a corrupted file, one in use), reading only: so that a
-        caller can refuse the file before anything else starts. A missing or
-        empty file is fine."""
+        format or stamp, a corrupted file, one in use), so that a caller can
+        refuse the file before anything else starts. A missing or empty file is
+        fine. No lock is kept and nothing is written but what any SQLite
+        connection does as it closes: it folds a write-ahead log that a killed
+        crawl left into the file."""
         path = Path(path)
         if _is_new(path):
             return

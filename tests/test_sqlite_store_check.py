@@ -4,11 +4,16 @@ before the crawl starts, without writing to the file."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from test_sqlite_store import KILLED
 
 from scrapy_aimd.sqlite_store import FORMAT, SqliteQueueStore, StoreError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def open_store(path: Path, spider: str = "s") -> SqliteQueueStore[str]:
@@ -64,3 +69,18 @@ def test_each_refusal_of_opening_is_said_by_check(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match=f"{newer} is a scrapy-aimd frontier of format"):
         SqliteQueueStore.check(newer)
+
+
+def test_the_files_of_a_killed_crawl_pass_and_keep_every_row(tmp_path: Path) -> None:
+    """A crawl killed with SIGKILL leaves its last commits in the write-ahead log;
+    the check (whose connection folds the log into the file as it closes) keeps them."""
+    path = tmp_path / "f.sqlite"
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED, str(path)], cwd=ROOT, capture_output=True, timeout=60
+    )
+    assert result.returncode == -9, result.stderr
+    assert Path(f"{path}-wal").exists()
+    SqliteQueueStore.check(path)
+    store = SqliteQueueStore(path, encode=str.encode, decode=bytes.decode)
+    assert store.restored == 1000
+    store.close()
