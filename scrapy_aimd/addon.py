@@ -97,7 +97,8 @@ class Addon:
         force("DOWNLOAD_DELAY", 0.0, log=False, floor="spider")
         force("AUTOTHROTTLE_ENABLED", False)
         changes.extend(_carry_download_slots(settings, force))
-        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+        per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
+        if per_ip:
             # Scrapy's downloader puts it above the per-domain limit (and the
             # spider's max_concurrent_requests); it is set to 0 below.
             per_domain_from = _carry(
@@ -129,7 +130,7 @@ class Addon:
                 f"{per_domain_from} (the downloader's own per-domain limit is now "
                 f"{per_domain}, so that it never holds back what the scheduler lets start)"
             )
-        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+        if per_ip:
             force("CONCURRENT_REQUESTS_PER_IP", 0)
         command = _one_page_command(settings, spider)
         given = settings.getpriority("AIMD_EVENTS_FILE") or 0
