@@ -147,26 +147,30 @@ def _carry(
     settings: BaseSettings, source: str, attribute: str, spider: object, target: str
 ) -> str | None:
     """Carry the user's ``source`` (or the spider's ``attribute``, which Scrapy puts
-    above it) into ``target`` unless the user set ``target``; say where it went."""
+    above it) into ``target`` unless the user set ``target`` at the same priority
+    or above (settings.py's AIMD_MIN_DELAY does not undo a spider's or the command
+    line's DOWNLOAD_DELAY); say where it went."""
     value, named = settings.get(source), source
-    from_default = (settings.getpriority(source) or 0) <= SETTINGS_PRIORITIES["default"]
+    priority = settings.getpriority(source) or 0
     attr = getattr(spider, attribute, None) if spider is not None else None
-    if attr is not None and (settings.getpriority(source) or 0) < SETTINGS_PRIORITIES["spider"]:
-        value, named, from_default = attr, f"the spider's {attribute}", False
-    if from_default:
+    if attr is not None and priority < SETTINGS_PRIORITIES["spider"]:
+        value, named, priority = attr, f"the spider's {attribute}", SETTINGS_PRIORITIES["spider"]
+    if priority <= SETTINGS_PRIORITIES["default"]:
         if settings.get(target) is None:
             settings.set(target, value, priority="addon")
         return None
-    if (settings.getpriority(target) or 0) > SETTINGS_PRIORITIES["addon"] and settings.get(
-        target
-    ) is not None:
-        return f"{named}={value} is not used: {target}={settings.get(target)} is set"
-    settings.set(target, value, priority="addon")
+    given = settings.get(target)
+    given_priority = settings.getpriority(target) or 0
+    overridden = given is not None and given_priority > SETTINGS_PRIORITIES["addon"]
+    if overridden and given_priority >= priority:
+        return f"{named}={value} is not used: {target}={given} is set"
+    settings.set(target, value, priority=max(priority, SETTINGS_PRIORITIES["addon"]))
     # An invalid value is reported under the name the user gave it.
     carried = settings.get(CARRIED_SETTINGS)
     sources = dict(carried) if isinstance(carried, Mapping) else {}
     settings.set(CARRIED_SETTINGS, {**sources, target: named}, priority="addon")
-    return f"{named}={value} → {target}={value}"
+    below = f", over {target}={given} given at a lower priority" if overridden else ""
+    return f"{named}={value} → {target}={value}{below}"
 
 
 def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) -> list[str]:

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from crawling import AIMD, run_crawl
+from crawling import AIMD, run_crawl, start_gaps
 from scrapy.settings import Settings
 
 from scrapy_aimd.addon import Addon
@@ -119,3 +119,40 @@ class _CrawlerOf:
     def __init__(self, spidercls: type) -> None:
         self.spider = None
         self.spidercls = spidercls
+
+
+# -- a carried setting given at a higher priority than the controller's ----------------
+
+
+def test_a_spiders_or_command_lines_delay_wins_over_the_projects_floor() -> None:
+    """Scrapy's priorities: a spider's custom_settings and ``-s`` win over settings.py."""
+    settings = apply({"AIMD_MIN_DELAY": 0.05}, {"DOWNLOAD_DELAY": 0.4})
+    assert controller_configs(settings).default.min_delay == 0.4
+    settings = Settings()
+    settings.set("AIMD_MIN_DELAY", 0.05, priority="project")
+    settings.set("DOWNLOAD_DELAY", 2, priority="cmdline")
+    settings.set("CONCURRENT_REQUESTS_PER_DOMAIN", 2, priority="cmdline")
+    settings.set("AIMD_MAX_CONCURRENCY", 6, priority="project")
+    Addon().update_settings(settings)
+    assert controller_configs(settings).default.min_delay == 2.0
+    assert controller_configs(settings).default.max_concurrency == 2
+    # At the same priority, or below, the AIMD_* setting wins, as before.
+    settings = apply({"AIMD_MIN_DELAY": 0.05, "DOWNLOAD_DELAY": 0.4})
+    assert controller_configs(settings).default.min_delay == 0.05
+    settings = apply({"DOWNLOAD_DELAY": 0.4}, {"AIMD_MIN_DELAY": 0.05})
+    assert controller_configs(settings).default.min_delay == 0.05
+
+
+def test_a_crawl_keeps_the_spiders_delay_over_the_projects_floor(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    specs = [HostSpec(name="site", pages=5, links_per_page=2)]
+    with start_farm(specs, max_seconds=120) as farm:
+        result = run_crawl(
+            [url + "/" for url in farm.urls.values()],
+            tmp_path / "crawl",
+            {**AIMD, "AIMD_MIN_DELAY": 0.05, "AIMD_EVENTS_FILE": str(events)},
+            spider="interplay_spiders.PoliteSpider",
+        )
+    assert len(result.items) >= 6
+    assert min(start_gaps(events)) >= 0.4 - 1e-3
+    assert "DOWNLOAD_DELAY=0.4 → AIMD_MIN_DELAY=0.4" in result.log
