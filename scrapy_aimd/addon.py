@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from scrapy_aimd.settings import CARRIED_SLOTS, AimdSettingsError
+from scrapy_aimd.settings import CARRIED_SETTINGS, CARRIED_SLOTS, AimdSettingsError
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -97,25 +97,40 @@ class Addon:
         force("DOWNLOAD_DELAY", 0.0, log=False, floor="spider")
         force("AUTOTHROTTLE_ENABLED", False)
         changes.extend(_carry_download_slots(settings, force))
-        per_domain_from = _carry(
-            settings,
-            "CONCURRENT_REQUESTS_PER_DOMAIN",
-            "max_concurrent_requests",
-            spider,
-            "AIMD_MAX_CONCURRENCY",
-        )
+        per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
+        if per_ip:
+            # Scrapy's downloader puts it above the per-domain limit (and the
+            # spider's max_concurrent_requests); it is set to 0 below.
+            per_domain_from = _carry(
+                settings, "CONCURRENT_REQUESTS_PER_IP", "", None, "AIMD_MAX_CONCURRENCY"
+            )
+        else:
+            per_domain_from = _carry(
+                settings,
+                "CONCURRENT_REQUESTS_PER_DOMAIN",
+                "max_concurrent_requests",
+                spider,
+                "AIMD_MAX_CONCURRENCY",
+            )
         # The downloader must never queue what the scheduler lets start. (An
-        # invalid AIMD_MAX_CONCURRENCY is reported, by name, when the crawl starts.)
-        limits = [settings.get("CONCURRENT_REQUESTS"), settings.get("AIMD_MAX_CONCURRENCY")]
+        # invalid AIMD_MAX_CONCURRENCY, or one carried, is reported by name when
+        # the crawl starts.)
+        limits = [
+            settings.get(name)
+            for name in (
+                "CONCURRENT_REQUESTS",
+                "AIMD_MAX_CONCURRENCY",
+                "CONCURRENT_REQUESTS_PER_DOMAIN",
+            )
+        ]
         per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
-        per_domain = max(per_domain, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
         force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
         if per_domain_from:
             changes.append(
                 f"{per_domain_from} (the downloader's own per-domain limit is now "
                 f"{per_domain}, so that it never holds back what the scheduler lets start)"
             )
-        if settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+        if per_ip:
             force("CONCURRENT_REQUESTS_PER_IP", 0)
         command = _one_page_command(settings, spider)
         given = settings.getpriority("AIMD_EVENTS_FILE") or 0
@@ -132,22 +147,30 @@ def _carry(
     settings: BaseSettings, source: str, attribute: str, spider: object, target: str
 ) -> str | None:
     """Carry the user's ``source`` (or the spider's ``attribute``, which Scrapy puts
-    above it) into ``target`` unless the user set ``target``; say where it went."""
+    above it) into ``target`` unless the user set ``target`` at the same priority
+    or above (settings.py's AIMD_MIN_DELAY does not undo a spider's or the command
+    line's DOWNLOAD_DELAY); say where it went."""
     value, named = settings.get(source), source
-    from_default = (settings.getpriority(source) or 0) <= SETTINGS_PRIORITIES["default"]
+    priority = settings.getpriority(source) or 0
     attr = getattr(spider, attribute, None) if spider is not None else None
-    if attr is not None and (settings.getpriority(source) or 0) < SETTINGS_PRIORITIES["spider"]:
-        value, named, from_default = attr, f"the spider's {attribute}", False
-    if from_default:
+    if attr is not None and priority < SETTINGS_PRIORITIES["spider"]:
+        value, named, priority = attr, f"the spider's {attribute}", SETTINGS_PRIORITIES["spider"]
+    if priority <= SETTINGS_PRIORITIES["default"]:
         if settings.get(target) is None:
             settings.set(target, value, priority="addon")
         return None
-    if (settings.getpriority(target) or 0) > SETTINGS_PRIORITIES["addon"] and settings.get(
-        target
-    ) is not None:
-        return f"{named}={value} is not used: {target}={settings.get(target)} is set"
-    settings.set(target, value, priority="addon")
-    return f"{named}={value} → {target}={value}"
+    given = settings.get(target)
+    given_priority = settings.getpriority(target) or 0
+    overridden = given is not None and given_priority > SETTINGS_PRIORITIES["addon"]
+    if overridden and given_priority >= priority:
+        return f"{named}={value} is not used: {target}={given} is set"
+    settings.set(target, value, priority=max(priority, SETTINGS_PRIORITIES["addon"]))
+    # An invalid value is reported under the name the user gave it.
+    carried = settings.get(CARRIED_SETTINGS)
+    sources = dict(carried) if isinstance(carried, Mapping) else {}
+    settings.set(CARRIED_SETTINGS, {**sources, target: named}, priority="addon")
+    below = f", over {target}={given} given at a lower priority" if overridden else ""
+    return f"{named}={value} → {target}={value}{below}"
 
 
 def _carry_download_slots(settings: BaseSettings, force: Callable[..., None]) -> list[str]:

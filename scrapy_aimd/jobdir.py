@@ -73,7 +73,7 @@ from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots_middleware import ROBOTS_META
-from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
+from scrapy_aimd.sqlite_store import SQLITE_MAGIC, SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -298,10 +298,19 @@ class _Methods:
         return list(self.__dict__)
 
 
-def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
+def check_jobdir(
+    path: Path, frontier: Path, dupefilter: BaseDupeFilter, *, spider: str | None = None
+) -> None:
     """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
-    or seen requests without the frontier that they go with."""
+    seen requests without the frontier that they go with, or a frontier database
+    that cannot be opened (corrupted, in use by another crawl, of another format,
+    or with ``spider``, of another spider's crawl). Called as the engine is made:
+    refused when the spider opens, the error is buried under Scrapy's failures
+    to close a spider that never opened. (A file that is no database at all is
+    left for the store to refuse.)"""
     has_frontier = frontier.exists() and frontier.stat().st_size > 0
+    if has_frontier and _is_database(frontier):
+        SqliteQueueStore.check(frontier, stamp=None if spider is None else {"spider": spider})
     stock_queue = path / STOCK_QUEUE
     stock_seen = path / STOCK_SEEN
     # Scrapy's RFPDupeFilter writes requests.seen beside our frontier too.
@@ -320,6 +329,14 @@ def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None
             f"is missing: the requests that were queued would never be fetched. Restore "
             f"{frontier.name}, or start a new JOBDIR."
         )
+
+
+def _is_database(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 class Jobdir:

@@ -95,7 +95,8 @@ def read_int(settings: SettingsLike, name: str, default: int, *, minimum: int = 
 
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+#: Not "": ``-s NAME=`` with the value left out is a mistake, as Scrapy's getbool says.
+_FALSE = {"0", "false", "no", "off"}
 
 
 def read_bool(settings: SettingsLike, name: str, default: bool) -> bool:
@@ -258,10 +259,11 @@ def controller_configs(settings: SettingsLike) -> HostConfigs:
     which values the controller accepts, :class:`ControllerConfig` says itself.
     """
     given: dict[str, _Given] = {}
+    sources = _read_carried_settings(settings)
     for name, field_name in _CONTROLLER_FIELDS.items():
         default = _default(settings, name)
-        value = _read_field(settings, name, field_name, default)
-        given[field_name] = _Given(name, settings.get(name, default), value)
+        raw = settings.get(name, default)
+        given[field_name] = _given_field(sources.get(name, name), field_name, raw)
     names = {field_name: g.name for field_name, g in given.items()}
     default = _config({}, given, names)
     overrides: dict[str, ControllerConfig] = {}
@@ -303,6 +305,20 @@ def _given_field(name: str, field_name: str, raw: Any) -> _Given:
 #: slot only (:class:`HostConfigs`), and an error in one names ``DOWNLOAD_SLOTS``.
 #: Not an ``AIMD_*`` setting: the add-on writes it, a user never does.
 CARRIED_SLOTS = "_AIMD_CARRIED_DOWNLOAD_SLOTS"
+
+
+#: Where the add-on says which settings it carried into controller settings:
+#: ``{"AIMD_MIN_DELAY": "DOWNLOAD_DELAY"}``, or ``"the spider's download_delay"``.
+#: An error in a carried value names what the user set, not a setting they never
+#: wrote. Not an ``AIMD_*`` setting: the add-on writes it, a user never does.
+CARRIED_SETTINGS = "_AIMD_CARRIED_SETTINGS"
+
+
+def _read_carried_settings(settings: SettingsLike) -> dict[str, str]:
+    value = settings.get(CARRIED_SETTINGS, None)
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(target): str(source) for target, source in value.items()}
 
 
 def _read_carried_slots(settings: SettingsLike) -> dict[Any, dict[str, str]]:

@@ -42,13 +42,14 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 from scrapy_aimd.core.frontier import MemoryQueueStore, SortKey
 
-__all__ = ["FORMAT", "SqliteQueueStore", "StoreError"]
+__all__ = ["FORMAT", "SQLITE_MAGIC", "SqliteQueueStore", "StoreError"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ T = TypeVar("T")
 APPLICATION_ID: Final = 0x41494D44
 #: The schema version, as SQLite's user_version.
 FORMAT: Final = 1
-_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+#: The first bytes of every SQLite database file.
+SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 #: Seconds to wait for a lock another process holds before giving up.
 _LOCK_TIMEOUT: Final = 1.0
 #: SQLite's result code for "database or disk is full".
@@ -84,6 +86,74 @@ CREATE TABLE states (name TEXT PRIMARY KEY, state TEXT NOT NULL);
 
 class StoreError(RuntimeError):
     """The frontier file cannot be used as it is."""
+
+
+def _is_new(path: Path) -> bool:
+    """True if the file does not exist or is empty; :class:`StoreError` if it is
+    not an SQLite file or cannot be read."""
+    try:
+        if not path.exists() or path.stat().st_size == 0:
+            return True
+        with path.open("rb") as file:
+            magic = file.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc}") from exc
+    if magic != SQLITE_MAGIC:
+        raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
+    return False
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path} cannot be opened: {exc}") from exc
+
+
+@contextmanager
+def _named_errors(path: Path) -> Iterator[None]:
+    """SQLite's errors as :class:`StoreError`, saying what they mean for the file."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise StoreError(f"{path} is in use by another crawl ({exc})") from exc
+        raise StoreError(f"{path} cannot be used as a scrapy-aimd frontier: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is corrupted: {exc}") from exc
+
+
+def _check_kind(conn: sqlite3.Connection, path: Path) -> None:
+    """A scrapy-aimd frontier of this format (read from the header: cheap)."""
+    application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if application_id != APPLICATION_ID:
+        raise StoreError(
+            f"{path} is not a scrapy-aimd frontier "
+            f"(an SQLite database with application_id {application_id:#x})"
+        )
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != FORMAT:
+        raise StoreError(
+            f"{path} is a scrapy-aimd frontier of format {version}; this version "
+            f"reads format {FORMAT}. Resume with the scrapy-aimd that wrote it, "
+            f"or start a new JOBDIR."
+        )
+
+
+def _check_contents(conn: sqlite3.Connection, path: Path, stamp: dict[str, str]) -> None:
+    """Whole, and stamped by the same crawl."""
+    problems = conn.execute("PRAGMA quick_check").fetchall()
+    if problems != [("ok",)]:
+        detail = "; ".join(str(row[0]) for row in problems[:3])
+        raise StoreError(f"{path} is corrupted: {detail}")
+    meta = dict(conn.execute("SELECT name, value FROM meta"))
+    for name, value in stamp.items():
+        stored = meta.get(f"stamp:{name}")
+        if stored != value:
+            raise StoreError(
+                f"{path} belongs to another crawl ({name} {stored!r}, this crawl: "
+                f"{value!r}). Resume it with the same {name}, or use a new JOBDIR."
+            )
 
 
 @dataclass(slots=True)
@@ -144,55 +214,41 @@ class SqliteQueueStore(Generic[T]):
 
     # -- opening -------------------------------------------------------------------
 
+    @classmethod
+    def check(cls, path: str | Path, *, stamp: Mapping[str, str] | None = None) -> None:
+        """Raise :class:`StoreError` where opening ``path`` would (another kind,
+        format or stamp, a corrupted file, one in use), so that a caller can
+        refuse the file before anything else starts. A missing or empty file is
+        fine. No lock is kept and nothing is written but what any SQLite
+        connection does as it closes: it folds a write-ahead log that a killed
+        crawl left into the file."""
+        path = Path(path)
+        if _is_new(path):
+            return
+        conn = _connect(path)
+        try:
+            with _named_errors(path):
+                _check_kind(conn, path)
+                _check_contents(conn, path, dict(stamp or {}))
+        finally:
+            conn.close()
+
     def _connect(self) -> sqlite3.Connection:
-        path = self.path
-        try:
-            self.created = not path.exists() or path.stat().st_size == 0
-            if not self.created:
-                with path.open("rb") as file:
-                    magic = file.read(len(_SQLITE_MAGIC))
-        except OSError as exc:
-            raise StoreError(f"{path} cannot be read: {exc}") from exc
-        if not self.created and magic != _SQLITE_MAGIC:
-            raise StoreError(f"{path} is not a scrapy-aimd frontier (not an SQLite file)")
-        try:
-            return sqlite3.connect(path, isolation_level=None, timeout=_LOCK_TIMEOUT)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{path} cannot be opened: {exc}") from exc
+        self.created = _is_new(self.path)
+        return _connect(self.path)
 
     def _prepare(self, stamp: dict[str, str]) -> None:
         """Check or create the schema, take the lock, load what memory holds."""
-        path = self.path
         try:
-            self._set_up(self._conn, stamp)
-        except sqlite3.OperationalError as exc:
-            self._conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StoreError(f"{path} is in use by another crawl ({exc})") from exc
-            raise StoreError(f"{path} cannot be used as a scrapy-aimd frontier: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise StoreError(f"{path} is corrupted: {exc}") from exc
+            with _named_errors(self.path):
+                self._set_up(self._conn, stamp)
         except BaseException:
             self._conn.close()
             raise
 
     def _set_up(self, conn: sqlite3.Connection, stamp: dict[str, str]) -> None:
-        path = self.path
         if not self.created:
-            application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            if application_id != APPLICATION_ID:
-                raise StoreError(
-                    f"{path} is not a scrapy-aimd frontier "
-                    f"(an SQLite database with application_id {application_id:#x})"
-                )
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version != FORMAT:
-                raise StoreError(
-                    f"{path} is a scrapy-aimd frontier of format {version}; this version "
-                    f"reads format {FORMAT}. Resume with the scrapy-aimd that wrote it, "
-                    f"or start a new JOBDIR."
-                )
+            _check_kind(conn, self.path)
         conn.execute("PRAGMA locking_mode=EXCLUSIVE")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -210,23 +266,9 @@ class SqliteQueueStore(Generic[T]):
                 [("next_arrival", "0"), *((f"stamp:{k}", v) for k, v in stamp.items())],
             )
         else:
-            self._check(conn, stamp)
+            _check_contents(conn, self.path, stamp)
             self._load(conn)
         self.commit()
-
-    def _check(self, conn: sqlite3.Connection, stamp: dict[str, str]) -> None:
-        problems = conn.execute("PRAGMA quick_check").fetchall()
-        if problems != [("ok",)]:
-            detail = "; ".join(str(row[0]) for row in problems[:3])
-            raise StoreError(f"{self.path} is corrupted: {detail}")
-        meta = dict(conn.execute("SELECT name, value FROM meta"))
-        for name, value in stamp.items():
-            stored = meta.get(f"stamp:{name}")
-            if stored != value:
-                raise StoreError(
-                    f"{self.path} belongs to another crawl ({name} {stored!r}, this crawl: "
-                    f"{value!r}). Resume it with the same {name}, or use a new JOBDIR."
-                )
 
     def _load(self, conn: sqlite3.Connection) -> None:
         """Queue the kept rows again, then read every host's count and first key."""
