@@ -87,7 +87,14 @@ if TYPE_CHECKING:
     from scrapy_aimd.inflight import InFlight
     from scrapy_aimd.robots_middleware import RobotsTxtMiddleware
 
-__all__ = ["FRONTIER_FILENAME", "Jobdir", "JobdirError", "RequestCodec", "check_jobdir"]
+__all__ = [
+    "FRONTIER_FILENAME",
+    "Jobdir",
+    "JobdirError",
+    "RequestCodec",
+    "check_frontier",
+    "check_jobdir",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -298,19 +305,21 @@ class _Methods:
         return list(self.__dict__)
 
 
-def check_jobdir(
-    path: Path, frontier: Path, dupefilter: BaseDupeFilter, *, spider: str | None = None
-) -> None:
-    """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
-    seen requests without the frontier that they go with, or a frontier database
-    that cannot be opened (corrupted, in use by another crawl, of another format,
-    or with ``spider``, of another spider's crawl). Called as the engine is made:
-    refused when the spider opens, the error is buried under Scrapy's failures
-    to close a spider that never opened. (A file that is no database at all is
-    left for the store to refuse.)"""
-    has_frontier = frontier.exists() and frontier.stat().st_size > 0
-    if has_frontier and _is_database(frontier):
+def check_frontier(frontier: Path, *, spider: str | None = None) -> None:
+    """Refuse a frontier database that cannot be opened: corrupted, in use by
+    another crawl, of another format or, with ``spider``, of another spider's
+    crawl. Called as the engine is made, before anything opens a JOBDIR file:
+    refused when the spider opens, the error is buried under Scrapy's failures to
+    close a spider that never opened. (A file that is no database at all is left
+    for the store to refuse.)"""
+    if frontier.exists() and frontier.stat().st_size > 0 and _is_database(frontier):
         SqliteQueueStore.check(frontier, stamp=None if spider is None else {"spider": spider})
+
+
+def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
+    """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
+    or seen requests without the frontier that they go with."""
+    has_frontier = frontier.exists() and frontier.stat().st_size > 0
     stock_queue = path / STOCK_QUEUE
     stock_seen = path / STOCK_SEEN
     # Scrapy's RFPDupeFilter writes requests.seen beside our frontier too.

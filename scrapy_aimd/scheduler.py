@@ -48,7 +48,7 @@ from scrapy_aimd.crawl import (
     when_written,
 )
 from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_jobdir
+from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_frontier, check_jobdir
 from scrapy_aimd.outside import OutsideGate
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
@@ -586,6 +586,10 @@ def _prepare(crawler: Crawler) -> _Prepared:
     shutdown_grace = read_grace(settings)
     give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
     jobdir = job_dir(settings)
+    if jobdir:
+        # Before the dupefilter opens its file: a JOBDIR in use is not touched.
+        spider = getattr(crawler.spidercls, "name", None)
+        check_frontier(Path(jobdir, FRONTIER_FILENAME), spider=spider)
     dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
     if jobdir:
         check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)

@@ -303,3 +303,9 @@ class SlowCallbackSpider(FarmSpider):
             await asyncio.sleep(10)
         for result in super().parse(response):
             yield result
+
+
+class OtherNameSpider(FarmSpider):
+    """The farm's spider under another name: a JOBDIR of the one is not the other's."""
+
+    name = "other"

@@ -71,6 +71,8 @@ class Job:
         self.jobdir = tmp_path / "job"
         self.settings = {**SETTINGS, "JOBDIR": str(self.jobdir), **settings}
         self.runs: list[Run] = []
+        #: The spider class's path (tests/components.py), None for the farm's own.
+        self.spider: str | None = None
 
     def start(self) -> Run:
         out = self.tmp_path / f"run{len(self.runs)}"
@@ -82,6 +84,7 @@ class Job:
                     "start_urls": [url + "/" for url in self.farm.urls.values()],
                     "settings": self.settings,
                     "out": str(out),
+                    "spider": self.spider,
                 }
             )
         )

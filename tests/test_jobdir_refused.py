@@ -51,3 +51,18 @@ def test_a_jobdir_in_use_by_another_crawl_is_refused_as_the_crawl_starts(tmp_pat
     assert_one_clean_error(
         second.log(), f"{job.jobdir / FRONTIER_FILENAME} is in use by another crawl"
     )
+
+
+def test_a_jobdir_of_another_spider_is_refused_as_the_crawl_starts(tmp_path: Path) -> None:
+    specs = [HostSpec(name="site", pages=400, latency=0.005)]
+    with start_farm(specs, max_seconds=120) as farm:
+        job = Job(farm, tmp_path, {"CLOSESPIDER_PAGECOUNT": 50})
+        assert job.wait(job.start()) == 0
+        served = len(farm.read_log())
+        job.spider = "components.OtherNameSpider"
+        run = job.start()
+        assert job.wait(run, read_frontier=False) != 0
+        assert len(farm.read_log()) == served, "the other spider crawled"
+    assert_one_clean_error(
+        run.log(), "belongs to another crawl (spider 'farm', this crawl: 'other')"
+    )
