@@ -73,7 +73,7 @@ from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
 from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.robots_middleware import ROBOTS_META
-from scrapy_aimd.sqlite_store import SQLITE_MAGIC, SqliteQueueStore, StoreError
+from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -308,12 +308,10 @@ class _Methods:
 def check_frontier(frontier: Path, *, spider: str | None = None) -> None:
     """Refuse a frontier database that cannot be opened: corrupted, in use by
     another crawl, of another format or, with ``spider``, of another spider's
-    crawl. Called as the engine is made, before anything opens a JOBDIR file:
-    refused when the spider opens, the error is buried under Scrapy's failures to
-    close a spider that never opened. (A file that is no database at all is left
-    for the store to refuse.)"""
-    if frontier.exists() and frontier.stat().st_size > 0 and _is_database(frontier):
-        SqliteQueueStore.check(frontier, stamp=None if spider is None else {"spider": spider})
+    crawl, or no database at all. Called as the engine is made, before anything
+    opens a JOBDIR file: refused when the spider opens, the error is buried under
+    Scrapy's failures to close a spider that never opened."""
+    SqliteQueueStore.check(frontier, stamp=None if spider is None else {"spider": spider})
 
 
 def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
@@ -338,14 +336,6 @@ def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None
             f"is missing: the requests that were queued would never be fetched. Restore "
             f"{frontier.name}, or start a new JOBDIR."
         )
-
-
-def _is_database(path: Path) -> bool:
-    try:
-        with path.open("rb") as file:
-            return file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
 
 
 class Jobdir:

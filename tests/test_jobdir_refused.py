@@ -66,3 +66,16 @@ def test_a_jobdir_of_another_spider_is_refused_as_the_crawl_starts(tmp_path: Pat
     assert_one_clean_error(
         run.log(), "belongs to another crawl (spider 'farm', this crawl: 'other')"
     )
+
+
+def test_a_frontier_that_is_no_database_is_refused_as_the_crawl_starts(tmp_path: Path) -> None:
+    specs = [HostSpec(name="site", pages=40, latency=0.005)]
+    with start_farm(specs, max_seconds=120) as farm:
+        job = Job(farm, tmp_path, {})
+        frontier = job.jobdir / FRONTIER_FILENAME
+        job.jobdir.mkdir()
+        frontier.write_bytes(b"not a frontier\n" * 100)
+        run = job.start()
+        assert job.wait(run, read_frontier=False) != 0
+        assert not farm.read_log(), "a crawl started over the foreign file"
+    assert_one_clean_error(run.log(), f"{frontier} is not a scrapy-aimd frontier")
