@@ -370,7 +370,7 @@ class FleetScheduler:
                     "Fleet feedbacks by host (of which applied again): %s",
                     ", ".join(f"{h} {n} ({again})" for h, (n, again) in sorted(by_host.items())),
                 )
-        self.reporter.close(now, reason, hosts)
+        self.reporter.close(now, reason, hosts, self.df)
         self.fleet.close()  # the shared state stays: other workers may go on
         return self.df.close(reason) if self.df is not None else None
 

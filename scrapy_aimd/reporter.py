@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.dupefilters import BaseDupeFilter
     from scrapy.http import Response
 
     from scrapy_aimd.core.controller import HostController, Reaction
@@ -195,8 +196,15 @@ class Reporter:
             shared=shared,
         )
 
-    def close(self, now: float, reason: str, hosts: Iterable[tuple[str, HostController]]) -> None:
-        """The per-host summary: counted from the events, with each host's last state."""
+    def close(
+        self,
+        now: float,
+        reason: str,
+        hosts: Iterable[tuple[str, HostController]],
+        dupefilter: BaseDupeFilter | None = None,
+    ) -> None:
+        """The per-host summary: counted from the events, with each host's last state;
+        the hosts of the duplicates when ``dupefilter`` (the scheduler's) is ours."""
         if self._live is not None and self._live.running:
             self._live.stop()
         self._live = None
@@ -216,10 +224,9 @@ class Reporter:
             summary = format_summary(rows, max_rows=self.summary_rows)
             logger.info("Per-host summary (%s):\n%s", reason, summary)
         duplicates = self.duplicates()
-        dupefilter = _our_dupefilter(self.crawler)
         top = (
             dupefilter.duplicate_hosts(DUPLICATE_HOSTS)
-            if dupefilter is not None
+            if isinstance(dupefilter, AimdDupeFilter)
             else DuplicateHosts()
         )
         if duplicates["total"]:
@@ -323,16 +330,6 @@ def duplicates_line(duplicates: dict[str, int], hosts: DuplicateHosts) -> str:
 
 def _int_stat(value: object) -> int:
     return value if isinstance(value, int) else 0
-
-
-def _our_dupefilter(crawler: Crawler) -> AimdDupeFilter | None:
-    """The crawl's dupefilter if it is ours (it knows the hosts of its duplicates)."""
-    try:
-        engine = crawler.engine
-    except RuntimeError:  # no crawl started (Scrapy 2.19 raises rather than give None)
-        return None
-    dupefilter = getattr(getattr(engine, "scheduler", None), "df", None)
-    return dupefilter if isinstance(dupefilter, AimdDupeFilter) else None
 
 
 def _reason(reaction: Reaction, status: int | None, error: str | None, timeout: bool) -> str:

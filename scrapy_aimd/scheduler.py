@@ -213,7 +213,7 @@ class AimdScheduler:
             "aimd/in_flight_after_close", sum(c.in_flight for _, c in self.frontier.hosts())
         )
         self.stats.set_value("aimd/queued_at_close", len(self.frontier))
-        self.reporter.close(now, reason, self.frontier.hosts())
+        self.reporter.close(now, reason, self.frontier.hosts(), self.df)
         closed = self.df.close(reason)  # writes the last keys after a last commit
         if self.jobdir is not None:
             self.jobdir.close()
