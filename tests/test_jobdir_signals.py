@@ -16,8 +16,9 @@ from sitefarm import HostSpec, start_farm, summarize
 def test_ctrl_c_twice_loses_no_page(tmp_path: Path) -> None:
     """The second Ctrl-C stops the reactor without closing the scheduler: the
     last checkpoint is what the resume finds."""
-    # Pages slow enough that the graceful stop is still waiting at the second one.
-    specs = [HostSpec(name=f"site{i}", pages=60, latency=0.8) for i in range(4)]
+    # Pages slow enough that the graceful stop is still waiting at the second one,
+    # with a second to spare on a busy machine (at 0.8 s it once closed first).
+    specs = [HostSpec(name=f"site{i}", pages=30, latency=1.5) for i in range(4)]
     with start_farm(specs, max_seconds=300) as farm:
         job = Job(farm, tmp_path, {})
         first = job.start()
