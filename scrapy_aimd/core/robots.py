@@ -217,7 +217,7 @@ def resolve_sitemaps(origin: str, values: Iterable[str]) -> tuple[list[str], lis
     valid: list[str] = []
     invalid: list[str] = []
     for value in values:
-        url = _sitemap_url(base, value.strip())
+        url = http_url(base, value.strip())
         if url is None:
             invalid.append(value)
         else:
@@ -225,7 +225,10 @@ def resolve_sitemaps(origin: str, values: Iterable[str]) -> tuple[list[str], lis
     return valid, invalid
 
 
-def _sitemap_url(base: str, value: str) -> str | None:
+def http_url(base: str, value: str) -> str | None:
+    """``value`` (a Sitemap line, a redirect's Location) resolved against
+    ``base``, if it is an http or https URL with a host and a valid port; else
+    None."""
     try:
         url = urljoin(base, value)
         parts = urlsplit(url)
