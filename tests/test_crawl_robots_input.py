@@ -22,7 +22,11 @@ from typing import TYPE_CHECKING
 
 import brotli
 import pytest
-from backports import zstd
+
+try:
+    from compression import zstd  # Python 3.14
+except ImportError:
+    from backports import zstd
 from crawling import AIMD, CrawlResult, run_crawl
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.settings import default_settings

@@ -10,7 +10,11 @@ import zlib
 
 import brotli
 import pytest
-from backports import zstd
+
+try:
+    from compression import zstd  # Python 3.14
+except ImportError:
+    from backports import zstd
 from scrapy import Request
 
 from scrapy_aimd.core.robots import (
