@@ -19,7 +19,7 @@ from weakref import WeakKeyDictionary
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_aimd.core.hosts import host_key_from_netloc
+from scrapy_aimd.core.hosts import host_key_from_netloc, origin_from_netloc
 from scrapy_aimd.events import check_events_file, spider_params
 from scrapy_aimd.inflight import InFlight
 from scrapy_aimd.settings import (
@@ -146,7 +146,10 @@ def origin_host(origin: str) -> str:
 
 
 def request_origin(request: Request) -> str:
-    """scheme://host[:port] as written, without user information: robots.txt is
-    per scheme, host and port, and a password must not reach its URL or the log."""
+    """scheme://host[:port] without user information: robots.txt is per scheme,
+    host and port, and a password must not reach its URL or the log. One
+    spelling per site (see ``scrapy_aimd.core.hosts.origin_from_netloc``):
+    ``http://host:80``, ``http://host.`` and ``http://HOST`` are one origin,
+    whose robots.txt is fetched once."""
     parts = urlparse_cached(request)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    return origin_from_netloc(parts.scheme, parts.netloc)

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from weakref import WeakKeyDictionary
 
-from scrapy import Request
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -35,12 +36,16 @@ from twisted.internet.defer import Deferred
 from scrapy_aimd.core.robots import (
     DEFAULT_MEMORY,
     MAX_BYTES,
+    MAX_DOWNLOAD_BYTES,
     FetchResult,
     RobotsBook,
     RobotsConfig,
     RobotsOutcome,
     Verdict,
-    decoded_prefix,
+    content_codings,
+    decoded_body,
+    http_url,
+    resolve_sitemaps,
 )
 from scrapy_aimd.crawl import crawl_parts, origin_host, request_origin, user_slot
 from scrapy_aimd.settings import read_bool, read_float, read_int
@@ -62,6 +67,9 @@ ROBOTS_SETTINGS = (
     "AIMD_ROBOTS_MEMORY",
 )
 ROBOTS_META = "aimd_robots_origin"
+#: The flag of a robots.txt answer whose body could not be decoded (see
+#: :func:`bounded_robots_response`): its body is empty.
+UNDECODABLE = "aimd_robots_undecodable"
 #: The shortest ``AIMD_ROBOTS_MAX_AGE`` accepted, in seconds.
 MIN_ROBOTS_MAX_AGE = 60.0
 #: RFC 9309 §2.3.1.2: follow at least five consecutive redirects.
@@ -88,19 +96,24 @@ def crawl_delay_floor(crawl_delay: float) -> float:
 
 
 def bounded_robots_response(response: Response, max_bytes: int = MAX_BYTES) -> Response:
-    """A compressed robots.txt answer inflated to its first ``max_bytes`` (and one
-    more, to tell that it was longer) only: RFC 9309 §2.5 asks for 500 KiB, and a
-    gzip bomb would otherwise be refused whole by Scrapy's HttpCompressionMiddleware
-    (over ``DOWNLOAD_MAXSIZE``), its rules lost. Called by the feedback
-    middleware, which sees raw answers before that middleware does."""
-    encodings = response.headers.getlist(b"Content-Encoding")
-    if len(encodings) != 1:
-        return response
-    body = decoded_prefix(response.body, encodings[0].decode("latin-1"), max_bytes)
-    if body is None:
+    """A compressed robots.txt answer (gzip, deflate, br, zstd, or several of
+    them) inflated to its first ``max_bytes`` (and one more, to tell that it was
+    longer) only: RFC 9309 §2.5 asks for 500 KiB, and a bomb would otherwise be
+    refused whole by Scrapy's HttpCompressionMiddleware (over
+    ``DOWNLOAD_MAXSIZE``), its rules lost. A body that cannot be decoded (a
+    broken stream, an unknown coding) comes back empty and flagged
+    :data:`UNDECODABLE`, where Scrapy's middleware would raise and the fetch
+    would count as a network failure. Called by the feedback middleware, which
+    sees raw answers before that middleware does, and by the robots.txt
+    middleware for a raw answer that a middleware failed on."""
+    values = response.headers.getlist(b"Content-Encoding")
+    if not values:
         return response
     headers = response.headers.copy()
     del headers[b"Content-Encoding"]
+    body = decoded_body(response.body, content_codings(values), max_bytes)
+    if body is None:
+        return response.replace(body=b"", headers=headers, flags=[*response.flags, UNDECODABLE])
     return response.replace(body=body, headers=headers)
 
 
@@ -236,6 +249,13 @@ class RobotsTxtMiddleware:
         self._origin_slots: dict[str, str] = {}
         #: The network error of each origin's last robots.txt fetch that had one.
         self._network_errors: dict[str, Exception] = {}
+        #: Bytes received so far of each robots.txt request being downloaded.
+        self._received: WeakKeyDictionary[Request, int] = WeakKeyDictionary()
+        #: Each robots.txt request's answer as downloaded, until its callback or
+        #: errback: an errback from a middleware that failed on it reads it here.
+        self._answers: WeakKeyDictionary[Request, Response] = WeakKeyDictionary()
+        crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+        crawler.signals.connect(self._response_downloaded, signal=signals.response_downloaded)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -283,6 +303,10 @@ class RobotsTxtMiddleware:
     # -- middleware -------------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
+        if ROBOTS_META in request.meta:
+            # Each hop: a redirect's request carries the decoding bound of the
+            # answer before it (see _response_downloaded).
+            request.meta.update(download_maxsize=0, download_warnsize=0)
         verdict = self.verdict(request)
         if verdict is Verdict.WAIT and self._holds_a_place(request):
             # The scheduler let it through on rules that were forgotten since
@@ -354,6 +378,11 @@ class RobotsTxtMiddleware:
                 # A 429 or 503 here is an RFC 9309 outcome, retried by the book.
                 "dont_retry": True,
                 "redirect_ttl": MAX_REDIRECTS,
+                # Not DOWNLOAD_MAXSIZE, whose excess fails the fetch and loses the
+                # origin: the download stops at MAX_DOWNLOAD_BYTES, keeping what
+                # came (_bytes_received).
+                "download_maxsize": 0,
+                "download_warnsize": 0,
             },
         )
         slot = self._origin_slots.get(origin)
@@ -368,10 +397,35 @@ class RobotsTxtMiddleware:
         if engine is not None and engine.spider is not None:
             engine.crawl(request)
 
+    def _bytes_received(self, data: bytes, request: Request, spider: object = None) -> None:
+        """Stop a robots.txt download at :data:`MAX_DOWNLOAD_BYTES`, keeping what
+        came: twice what is parsed, so that a compressed body holds it too."""
+        if ROBOTS_META not in request.meta:
+            return
+        received = self._received.get(request, 0) + len(data)
+        self._received[request] = received
+        if received >= MAX_DOWNLOAD_BYTES:
+            raise StopDownload(fail=False)
+
+    def _response_downloaded(
+        self, response: Response, request: Request, spider: object = None
+    ) -> None:
+        """Keep a robots.txt answer as it came, until its callback or errback; and
+        bound the decoding of its body by Scrapy's HttpCompressionMiddleware (which
+        decodes it when no feedback middleware did first): past the bound it
+        ignores the answer, which the errback then reads itself."""
+        if ROBOTS_META not in request.meta:
+            return
+        self._received.pop(request, None)
+        self._answers[request] = response.replace()  # not the one that gets .request
+        request.meta["download_maxsize"] = MAX_DOWNLOAD_BYTES
+
     def _on_response(self, response: Response) -> None:
         origin = response.meta[ROBOTS_META]
+        if response.request is not None:
+            self._answers.pop(response.request, None)
         try:
-            self._read(origin, response)
+            self._read(origin, response, response.request)
         except Exception:
             self._recover(origin)
 
@@ -387,18 +441,42 @@ class RobotsTxtMiddleware:
         self._count_memory()
         self._settled(origin, FetchResult(RobotsOutcome.ALLOW_ALL, settled=True))
 
-    def _read(self, origin: str, response: Response) -> None:
-        self.stats.inc_value(f"aimd/robots/status/{response.status}")
+    def _read(self, origin: str, response: Response, request: Request | None) -> None:
+        status = response.status
+        self.stats.inc_value(f"aimd/robots/status/{status}")
         self._network_errors.pop(origin, None)
+        if 200 <= status < 300 and UNDECODABLE in response.flags:
+            self.stats.inc_value("aimd/robots/undecodable")
+            logger.warning(
+                "%s/robots.txt cannot be decoded (a broken or unknown Content-Encoding): "
+                "allowing all, as for a file without rules",
+                origin,
+            )
+        elif 300 <= status < 400 and b"Location" in response.headers:
+            self._check_redirect(origin, response)
         result = self.book.fetched(
             origin,
             self.clock(),
-            response.status,
+            status,
             response.body,
-            self.user_agent(response.request) if response.request else self.default_user_agent,
+            self.user_agent(request) if request else self.default_user_agent,
         )
-        self._after(origin, result, f"status {response.status}", response.status)
-        self._share(origin, result, response.status, response.body)
+        self._after(origin, result, f"status {status}", status)
+        self._share(origin, result, status, response.body)
+
+    def _check_redirect(self, origin: str, response: Response) -> None:
+        """A redirect that was not followed: counted and logged when its Location
+        is no http or https URL (RFC 9309: the file is unavailable, allow all)."""
+        location = (response.headers.get(b"Location") or b"").decode("latin-1")
+        if http_url(response.url, location) is not None:
+            return  # followed no further for another reason (REDIRECT_ENABLED ...)
+        self.stats.inc_value("aimd/robots/redirect_invalid")
+        logger.warning(
+            "%s/robots.txt redirects to %r, which is no http or https URL: allowing all, "
+            "as for a file that is unavailable",
+            origin,
+            location,
+        )
 
     def read_shared(self, origin: str, answer: RobotsAnswer) -> None:
         """Read an answer that another process of the crawl fetched (see
@@ -440,14 +518,32 @@ class RobotsTxtMiddleware:
         if isinstance(failure.value, HttpError):
             self._on_response(failure.value.response)
             return
-        request = getattr(failure, "request", None)
+        request: Request | None = getattr(failure, "request", None)
         origin = request.meta.get(ROBOTS_META) if request is not None else None
-        if origin is None:  # pragma: no cover - Scrapy always attaches the request
+        if request is None or origin is None:  # pragma: no cover - Scrapy attaches it
             return
+        answer = self._answers.pop(request, None)
         try:
-            self._failed(origin, failure)
+            if answer is not None and self._answer_failed(failure, answer):
+                # An answer came, and a middleware failed on it: Scrapy's
+                # HttpCompressionMiddleware on a body it cannot decode or that
+                # inflates past its bound, RedirectMiddleware on a Location that
+                # is no URL. Read here as it came, not as a network failure.
+                self._read(origin, bounded_robots_response(answer), request)
+            else:
+                self._failed(origin, failure)
         except Exception:
             self._recover(origin)
+
+    @staticmethod
+    def _answer_failed(failure: Failure, answer: Response) -> bool:
+        """The errback came from a middleware that failed on ``answer``, not from
+        one that chose to drop it (``IgnoreRequest``: too many redirects, a
+        middleware of the user's), unless it was Scrapy's HttpCompressionMiddleware
+        refusing a compressed body past its bound."""
+        if not isinstance(failure.value, IgnoreRequest):
+            return True
+        return 200 <= answer.status < 300 and b"Content-Encoding" in answer.headers
 
     def _failed(self, origin: str, failure: Failure) -> None:
         status: int | None = None
@@ -573,9 +669,23 @@ class RobotsTxtMiddleware:
         callback: Any = getattr(spider, "sitemap", None)
         if not callable(callback):
             return
-        for url in self.book.sitemaps(origin):
+        urls, invalid = resolve_sitemaps(origin, self.book.sitemaps(origin))
+        for url in urls:
+            try:
+                request = Request(url, callback=callback)
+            except ValueError:
+                invalid.append(url)
+                continue
             self.stats.inc_value("aimd/robots/sitemaps")
-            self._crawl(Request(url, callback=callback))
+            self._crawl(request)
+        if invalid:
+            self.stats.inc_value("aimd/robots/sitemaps_invalid", len(invalid))
+            logger.info(
+                "%s/robots.txt lists %d sitemaps that are no http or https URL, skipped: %s",
+                origin,
+                len(invalid),
+                ", ".join(repr(value) for value in invalid[:5]),
+            )
 
 
 def _wake(waiter: Deferred[None], _: Request) -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import idna
 
-from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
+from scrapy_aimd.core.hosts import DEFAULT_PORTS, port_number, split_host_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -157,6 +157,8 @@ _HOST_UNSAFE_RE: Final = re.compile(r"[^\x21-\x7e]|[/?#@:\\\[\]%]")
 
 
 # One part of an IPv4 host as the URL Standard reads it: hex, octal or decimal.
+#: Digits of the largest IPv4 number, 4294967295.
+_IPV4_MAX_DIGITS: Final = 10
 _IPV4_PART_RE: Final = re.compile(r"0[xX]([0-9a-fA-F]*)|0([0-7]*)|([1-9][0-9]*)")
 
 
@@ -176,6 +178,9 @@ def _ipv4(host: str) -> str | None:
             numbers.append(int(hexadecimal or "0", 16))
         elif octal is not None:
             numbers.append(int(octal or "0", 8))
+        elif len(decimal) > _IPV4_MAX_DIGITS:
+            # Past any IPv4 number, and int() raises past 4300 digits.
+            return None
         else:
             numbers.append(int(decimal))
     last = numbers.pop()
@@ -256,10 +261,8 @@ def canonical_port(scheme: str, port: str) -> str | None:
     dropped), None for a port that is not a number in 0-65535."""
     if not port:
         return ""
-    if not (port.isascii() and port.isdigit()):
-        return None
-    number = int(port)
-    if number > 65535:
+    number = port_number(port)  # however many digits: never int() past its limit
+    if number is None:
         return None
     if number == DEFAULT_PORTS.get(scheme):
         return ""

@@ -15,6 +15,21 @@ from typing import Final
 from urllib.parse import urlsplit
 
 DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443, "ftp": 21}
+#: The largest port number.
+MAX_PORT: Final = 65535
+
+
+def port_number(port: str) -> int | None:
+    """The number of a URL's port, leading zeros however many; None when it is
+    no port: not ASCII digits ("\u0661", "\u00b2", " 80"), or past 65535. Never
+    raises, even past Python's 4300-digit limit of ``int()``."""
+    if not (port.isascii() and port.isdigit()):
+        return None
+    digits = port.lstrip("0")
+    if len(digits) > len(str(MAX_PORT)):
+        return None
+    number = int(digits or "0")
+    return number if number <= MAX_PORT else None
 
 
 def split_host_port(hostport: str) -> tuple[str, str] | None:
@@ -37,17 +52,48 @@ def split_host_port(hostport: str) -> tuple[str, str] | None:
 
 @lru_cache(maxsize=65536)
 def host_key_from_netloc(scheme: str, netloc: str) -> str:
-    """The host key of a URL's scheme and netloc (cached: few distinct values)."""
+    """The host key of a URL's scheme and netloc (cached: few distinct values);
+    the empty string when its port is no port (see :func:`port_number`), as for
+    a URL that cannot be parsed."""
     hostport = netloc.rpartition("@")[2].lower()
     host, port = split_host_port(hostport) or (hostport, "")
     host = host.rstrip(".")
-    if not port or not port.isdigit() or int(port) == DEFAULT_PORTS.get(scheme.lower()):
+    if not port:
         return host
-    return f"{host}:{int(port)}"
+    number = port_number(port)
+    if number is None:
+        return ""
+    if number == DEFAULT_PORTS.get(scheme.lower()):
+        return host
+    return f"{host}:{number}"
+
+
+@lru_cache(maxsize=65536)
+def origin_from_netloc(scheme: str, netloc: str) -> str:
+    """``scheme://host[:port]``, one spelling per site: the user information
+    left out, the scheme and host lowercased, the host without a trailing dot
+    and the port only when it is not the scheme's default (``http://Host.:80``
+    is ``http://host``). A port that is no port is kept as written."""
+    scheme = scheme.lower()
+    hostport = netloc.rpartition("@")[2].lower()
+    split = split_host_port(hostport)
+    if split is None:
+        return f"{scheme}://{hostport}"
+    host, port = split
+    host = host.rstrip(".")
+    if not port:
+        return f"{scheme}://{host}"
+    number = port_number(port)
+    if number is None:
+        return f"{scheme}://{host}:{port}"
+    if number == DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{number}"
 
 
 def host_key(url: str) -> str:
-    """The host key of a URL; an unparseable URL gives the empty string."""
+    """The host key of a URL; an unparseable URL, or one whose port is no port,
+    gives the empty string."""
     try:
         parts = urlsplit(url)
     except ValueError:

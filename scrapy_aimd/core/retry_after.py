@@ -25,6 +25,13 @@ __all__ = ["longest_retry_after", "parse_retry_after"]
 LARGEST: float = sys.float_info.max
 
 
+#: Day names, which the comma of an HTTP-date follows ("Sun, 06 Nov 1994 ...",
+#: RFC 850's "Sunday, 06-Nov-94 ..."): that comma separates no list elements.
+_DAY_NAMES = frozenset(
+    ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+) | frozenset(("mon", "tue", "wed", "thu", "fri", "sat", "sun"))
+
+
 def parse_retry_after(value: str | bytes | None, now: float) -> float | None:
     """Seconds to wait from ``now`` (a POSIX timestamp), or ``None`` if unreadable.
 
@@ -32,10 +39,44 @@ def parse_retry_after(value: str | bytes | None, now: float) -> float | None:
     ``None``. Absurdly large values are returned as they are, and one too large
     for a float (400 digits) as the largest finite float: capping them is a
     policy decision that belongs to the controller, which ignores infinities.
+
+    A value that is a comma-separated list (two headers folded into one line by
+    a proxy or a framework: ``120, 120``) is read element by element, as
+    :func:`longest_retry_after` reads several headers: the elements that can be
+    read count and the others are left out; when they agree that is the wait,
+    and when they disagree the largest wait wins, since coming back before one
+    of them said to would only be refused again. Empty elements are ignored
+    (RFC 9110, section 5.6.1), and the comma after an HTTP-date's day name
+    separates nothing.
     """
     if value is None:
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
+    if "," not in text:
+        return _parse_one(text, now)
+    waits = [w for w in (_parse_one(e, now) for e in _elements(text)) if w is not None]
+    return max(waits) if waits else None
+
+
+def _elements(text: str) -> list[str]:
+    """The elements of a comma-separated header value, an HTTP-date whole."""
+    pieces = [piece.strip() for piece in text.split(",")]
+    elements: list[str] = []
+    index = 0
+    while index < len(pieces):
+        piece = pieces[index]
+        if piece.lower() in _DAY_NAMES and index + 1 < len(pieces):
+            elements.append(f"{piece}, {pieces[index + 1]}")
+            index += 2
+            continue
+        if piece:
+            elements.append(piece)
+        index += 1
+    return elements
+
+
+def _parse_one(text: str, now: float) -> float | None:
+    """:func:`parse_retry_after` of one value, not a list."""
     text = text.strip()
     if not text:
         return None

@@ -24,16 +24,28 @@ forgotten whole, and their robots.txt is fetched again when next needed.
 from __future__ import annotations
 
 import enum
+import importlib
+import io
 import math
+import re
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urljoin, urlsplit
 
 from protego import Protego
 
+from scrapy_aimd.core.hosts import port_number, split_host_port
+
 MAX_BYTES = 500 * 1024
+#: Bytes of a robots.txt answer downloaded at most: twice what is parsed, so a
+#: compressed body still holds the first ``MAX_BYTES`` (RFC 9309 §2.5 asks for
+#: at least 500 KiB), and a huge or endless file is cut there.
+MAX_DOWNLOAD_BYTES = 2 * MAX_BYTES
+#: The byte order mark that some editors put at the start of a UTF-8 file.
+UTF8_BOM = "\ufeff"
 #: The default of ``RobotsConfig.memory``: 100,000 origins of a varied mix fit
 #: (``benchmarks/bench_robots.py``).
 DEFAULT_MEMORY = 128 * 1024 * 1024
@@ -77,28 +89,157 @@ def classify(status: int | None) -> RobotsOutcome:
 
 
 def rules_text(body: bytes, max_bytes: int = MAX_BYTES) -> str:
-    """The part of a body that is parsed: its first ``max_bytes``, as text."""
-    return body[:max_bytes].decode("utf-8", errors="replace")
+    """The part of a body that is parsed: its first ``max_bytes``, as text,
+    without a leading byte order mark (which would make the first line, often
+    ``User-agent: *``, no directive)."""
+    return body[:max_bytes].decode("utf-8", errors="replace").removeprefix(UTF8_BOM)
+
+
+#: Bytes read from a zstd stream at a time.
+_CHUNK = 64 * 1024
+
+
+def content_codings(values: Iterable[bytes | str]) -> list[str]:
+    """The codings that ``Content-Encoding`` header values list, in the order they
+    were applied (several headers in order, each comma-separated), lowercase,
+    without ``identity`` (no coding) and empty elements."""
+    codings: list[str] = []
+    for value in values:
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        for coding in text.split(","):
+            coding = coding.strip().lower()
+            if coding and coding != "identity":
+                codings.append(coding)
+    return codings
+
+
+def decoded_body(body: bytes, codings: Sequence[str], max_bytes: int = MAX_BYTES) -> bytes | None:
+    """A body with ``codings`` (see :func:`content_codings`) undone, the last
+    applied first, each to its first ``max_bytes`` + 1 bytes (see
+    :func:`decoded_prefix`); None when one cannot be undone: a broken stream, a
+    coding this module does not know, or a decoder that is not installed."""
+    for coding in reversed(codings):
+        decoded = decoded_prefix(body, coding, max_bytes)
+        if decoded is None:
+            return None
+        body = decoded
+    return body
 
 
 def decoded_prefix(body: bytes, encoding: str, max_bytes: int = MAX_BYTES) -> bytes | None:
     """The first ``max_bytes`` + 1 bytes of a body compressed with ``encoding``
-    (gzip or deflate): enough to parse and to see that there was more, however
-    large it inflates (a gzip bomb). None for another encoding or a broken stream.
+    (gzip, deflate, br or zstd): enough to parse and to see that there was more,
+    however large it inflates (a bomb), and what a stream cut short holds (a
+    download stopped at :data:`MAX_DOWNLOAD_BYTES`). None for another encoding,
+    a broken stream, or br or zstd without their decoder installed.
     """
     encoding = encoding.strip().lower()
+    limit = max_bytes + 1
     if encoding in ("gzip", "x-gzip"):
-        windows = [16 + zlib.MAX_WBITS]
-    elif encoding == "deflate":
-        windows = [zlib.MAX_WBITS, -zlib.MAX_WBITS]  # zlib-wrapped, or raw as some send
-    else:
-        return None
+        return _inflate(body, (16 + zlib.MAX_WBITS,), limit)
+    if encoding == "deflate":  # zlib-wrapped, or raw as some send
+        return _inflate(body, (zlib.MAX_WBITS, -zlib.MAX_WBITS), limit)
+    if encoding == "br":
+        return _unbrotli(body, limit)
+    if encoding == "zstd":
+        return _unzstd(body, limit)
+    return None
+
+
+def _inflate(body: bytes, windows: tuple[int, ...], limit: int) -> bytes | None:
     for wbits in windows:
         try:
-            return zlib.decompressobj(wbits).decompress(body, max_bytes + 1)
+            return zlib.decompressobj(wbits).decompress(body, limit)
         except zlib.error:
             continue
     return None
+
+
+def _module(*names: str) -> Any:
+    """The first of the modules ``names`` that can be imported, or None."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def _unbrotli(body: bytes, limit: int) -> bytes | None:
+    brotli = _module("brotli", "brotlicffi")
+    if brotli is None:
+        return None
+    out = bytearray()
+    try:
+        decompressor = brotli.Decompressor()
+        out += decompressor.process(body, output_buffer_limit=limit)
+        while len(out) < limit and not decompressor.is_finished():
+            chunk = decompressor.process(b"", output_buffer_limit=limit - len(out))
+            if not chunk:
+                break  # a stream cut short: what it held
+            out += chunk
+    except Exception:  # brotli.error: a broken stream (TypeError: a brotli that cannot bound)
+        return None
+    return bytes(out[:limit])
+
+
+def _unzstd(body: bytes, limit: int) -> bytes | None:
+    zstd = _module("compression.zstd", "backports.zstd")
+    if zstd is not None:
+        reader: Any = zstd.ZstdFile(io.BytesIO(body))
+    else:
+        zstandard = _module("zstandard")
+        if zstandard is None:
+            return None
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(body), read_across_frames=True
+        )
+    out = bytearray()
+    try:
+        while len(out) < limit:
+            chunk = reader.read(min(_CHUNK, limit - len(out)))
+            if not chunk:
+                break
+            out += chunk
+    except EOFError:
+        pass  # a stream cut short: what it held
+    except Exception:  # ZstdError: a broken stream
+        return None
+    return bytes(out)
+
+
+def resolve_sitemaps(origin: str, values: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The ``Sitemap:`` values of ``origin``'s robots.txt as URLs to request,
+    relative ones resolved against the robots.txt URL; and apart, the values
+    that are no http or https URL with a host (``http://[bad``, ``ftp:...``,
+    a port past 65535)."""
+    base = f"{origin}/robots.txt"
+    valid: list[str] = []
+    invalid: list[str] = []
+    for value in values:
+        url = http_url(base, value.strip())
+        if url is None:
+            invalid.append(value)
+        else:
+            valid.append(url)
+    return valid, invalid
+
+
+def http_url(base: str, value: str) -> str | None:
+    """``value`` (a Sitemap line, a redirect's Location) resolved against
+    ``base``, if it is an http or https URL with a host and a valid port; else
+    None."""
+    try:
+        url = urljoin(base, value)
+        parts = urlsplit(url)
+    except ValueError:  # "http://[bad"
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    split = split_host_port(parts.netloc.rpartition("@")[2])
+    if split is None or (split[1] and port_number(split[1]) is None):
+        return None
+    return url
 
 
 def parse_rules(body: bytes, max_bytes: int = MAX_BYTES) -> Protego:
@@ -163,6 +304,61 @@ class FetchResult:
     #: A Crawl-delay that the parser gave but no gap can be (nan, inf, negative):
     #: ignored.
     crawl_delay_invalid: object = None
+
+
+#: The fields that Protego reads as a Crawl-delay.
+_CRAWL_DELAY_FIELDS = frozenset(("crawl-delay", "crawl delay"))
+_CRAWL_WORD = re.compile("crawl", re.IGNORECASE)
+#: Crawl-delay values put in place of the invalid ones to see which of them
+#: applies: multiples of this, as no real delay is written.
+_MARK = 1e-200
+
+
+def _crawl_delay_value(line: str) -> str | None:
+    """The value of a Crawl-delay line as Protego reads its directives
+    ("Crawl-delay: 5", "crawl delay 5", the comment cut off), else None."""
+    line = line.partition("#")[0].strip()
+    field, colon, value = line.partition(":")
+    if colon and field.strip().lower() in _CRAWL_DELAY_FIELDS:
+        return value.strip()
+    if colon and (not value or value[0].isspace()):
+        return None  # another field
+    words = line.split()
+    for count in (1, 2):
+        if " ".join(words[:count]).lower() in _CRAWL_DELAY_FIELDS:
+            return " ".join(words[count:])
+    return None
+
+
+def invalid_crawl_delay(text: str, user_agent: str) -> str | None:
+    """The Crawl-delay value of ``user_agent``'s group in ``text`` that is no
+    delay ("soon", "-1", "nan", "inf"), which Protego drops without a word;
+    None when the group has none, or has a valid one (which Protego uses).
+
+    The invalid values are replaced, line by line, with marks that are valid
+    delays, and the text parsed again: the mark Protego then gives for the
+    agent names the line."""
+    if _CRAWL_WORD.search(text) is None:
+        return None  # most files: no line to look at
+    marked: dict[float, str] = {}
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        value = _crawl_delay_value(line)
+        if value and _is_invalid_delay(value):
+            mark = _MARK * (len(marked) + 1)
+            marked[mark] = value
+            lines[index] = f"Crawl-delay: {mark!r}"
+    if not marked:
+        return None
+    found = Protego.parse("\n".join(lines)).crawl_delay(user_agent)
+    return marked.get(found) if isinstance(found, float) else None
+
+
+def _is_invalid_delay(value: str) -> bool:
+    try:
+        return usable_crawl_delay(float(value)) is None
+    except ValueError:
+        return True
 
 
 def usable_crawl_delay(value: object) -> float | None:
@@ -279,19 +475,25 @@ class RobotsBook:
         if outcome is RobotsOutcome.ALLOW_ALL:
             self._set_rules(origin, state, None)
             return FetchResult(outcome, settled=True)
-        rules = self._set_rules(origin, state, rules_text(body, self.config.max_bytes))
+        text = rules_text(body, self.config.max_bytes)
+        rules = self._set_rules(origin, state, text)
         assert rules is not None
         found = rules.crawl_delay(user_agent)
         delay = usable_crawl_delay(found)
         capped = delay is not None and delay > self.config.max_crawl_delay
         if delay is not None:
             delay = min(delay, self.config.max_crawl_delay)
+        invalid: object = None
+        if delay is None:
+            # Older Protego releases give nan for "Crawl-delay: nan"; newer ones
+            # drop any invalid value.
+            invalid = found if found is not None else invalid_crawl_delay(text, user_agent)
         return FetchResult(
             outcome,
             settled=True,
             crawl_delay=delay,
             crawl_delay_capped=capped,
-            crawl_delay_invalid=found if delay is None and found is not None else None,
+            crawl_delay_invalid=invalid,
             truncated=len(body) > self.config.max_bytes,
         )
 
