@@ -68,27 +68,13 @@ def host_key_from_netloc(scheme: str, netloc: str) -> str:
     return f"{host}:{number}"
 
 
-@lru_cache(maxsize=65536)
 def origin_from_netloc(scheme: str, netloc: str) -> str:
-    """``scheme://host[:port]``, one spelling per site: the user information
-    left out, the scheme and host lowercased, the host without a trailing dot
-    and the port only when it is not the scheme's default (``http://Host.:80``
-    is ``http://host``). A port that is no port is kept as written."""
-    scheme = scheme.lower()
-    hostport = netloc.rpartition("@")[2].lower()
-    split = split_host_port(hostport)
-    if split is None:
-        return f"{scheme}://{hostport}"
-    host, port = split
-    host = host.rstrip(".")
-    if not port:
-        return f"{scheme}://{host}"
-    number = port_number(port)
-    if number is None:
-        return f"{scheme}://{host}:{port}"
-    if number == DEFAULT_PORTS.get(scheme):
-        return f"{scheme}://{host}"
-    return f"{scheme}://{host}:{number}"
+    """``scheme://host[:port]``, one spelling per site: the host key (user
+    information left out, host lowercased, without a trailing dot, the port
+    only when it is not the scheme's default: ``http://Host.:80`` is
+    ``http://host``). A port that is no port is kept as written."""
+    key = host_key_from_netloc(scheme, netloc) or netloc.rpartition("@")[2].lower()
+    return f"{scheme.lower()}://{key}"
 
 
 def host_key(url: str) -> str:
