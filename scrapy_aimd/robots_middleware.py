@@ -30,7 +30,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from scrapy_aimd.core.robots import (
@@ -390,12 +390,31 @@ class RobotsTxtMiddleware:
             request.meta["download_slot"] = slot
         self.stats.inc_value("aimd/robots/requests")
         # Not from inside the caller's scheduling call: the engine may be in it.
-        call_later(0, self._crawl, request)
+        call_later(0, self._crawl if self.listener is not None else self._download, request)
 
     def _crawl(self, request: Request) -> None:
         engine = self.crawler.engine
         if engine is not None and engine.spider is not None:
             engine.crawl(request)
+
+    def _download(self, request: Request) -> None:
+        """Without AimdScheduler, robots.txt is downloaded at once, as Scrapy's own
+        middleware does: the requests held for it wait inside the downloader, each
+        counted against ``CONCURRENT_REQUESTS``, and once they fill it the engine
+        asks Scrapy's scheduler for nothing more, this fetch included."""
+        engine = self.crawler.engine
+        if engine is None or engine.spider is None:
+            return
+
+        async def download() -> None:
+            try:
+                response = await engine.download_async(request)
+            except Exception as exc:
+                self._on_exception(request, exc)
+            else:
+                self._on_response(response)
+
+        deferred_from_coro(download())
 
     def _bytes_received(self, data: bytes, request: Request, spider: object = None) -> None:
         """Stop a robots.txt download at :data:`MAX_DOWNLOAD_BYTES`, keeping what
@@ -514,55 +533,60 @@ class RobotsTxtMiddleware:
             self.sharing.robots_retrying(origin, max(0.0, result.retry_at - self.clock()))
 
     def _on_error(self, failure: Failure) -> None:
-        """A non-2xx status (through HttpError, after redirects) or a network failure."""
-        if isinstance(failure.value, HttpError):
-            self._on_response(failure.value.response)
-            return
+        """The errback: a non-2xx status (through HttpError, after redirects) or a failure."""
         request: Request | None = getattr(failure, "request", None)
-        origin = request.meta.get(ROBOTS_META) if request is not None else None
-        if request is None or origin is None:  # pragma: no cover - Scrapy attaches it
+        if request is None or failure.value is None:  # pragma: no cover - Scrapy attaches it
+            return
+        self._on_exception(request, failure.value)
+
+    def _on_exception(self, request: Request, exc: BaseException) -> None:
+        if isinstance(exc, HttpError):
+            self._on_response(exc.response)
+            return
+        origin = request.meta.get(ROBOTS_META)
+        if origin is None:  # pragma: no cover - every robots.txt request has it
             return
         answer = self._answers.pop(request, None)
         try:
-            if answer is not None and self._answer_failed(failure, answer):
+            if answer is not None and self._answer_failed(exc, answer):
                 # An answer came, and a middleware failed on it: Scrapy's
                 # HttpCompressionMiddleware on a body it cannot decode or that
                 # inflates past its bound, RedirectMiddleware on a Location that
                 # is no URL. Read here as it came, not as a network failure.
                 self._read(origin, bounded_robots_response(answer), request)
             else:
-                self._failed(origin, failure)
+                self._failed(origin, exc)
         except Exception:
             self._recover(origin)
 
     @staticmethod
-    def _answer_failed(failure: Failure, answer: Response) -> bool:
+    def _answer_failed(exc: BaseException, answer: Response) -> bool:
         """The errback came from a middleware that failed on ``answer``, not from
         one that chose to drop it (``IgnoreRequest``: too many redirects, a
         middleware of the user's), unless it was Scrapy's HttpCompressionMiddleware
         refusing a compressed body past its bound."""
-        if not isinstance(failure.value, IgnoreRequest):
+        if not isinstance(exc, IgnoreRequest):
             return True
         return 200 <= answer.status < 300 and b"Content-Encoding" in answer.headers
 
-    def _failed(self, origin: str, failure: Failure) -> None:
+    def _failed(self, origin: str, exc: BaseException) -> None:
         status: int | None = None
-        if isinstance(failure.value, IgnoreRequest):
+        if isinstance(exc, IgnoreRequest):
             # Not fetched, and not for a network failure: more than the five
             # redirects RFC 9309 §2.3.1.2 asks for, a redirect loop (Scrapy's
             # "max redirections reached"), or a middleware that dropped it. The
             # file is unavailable, a final 3xx: allow all.
             status = 300
-            redirects = "redirections" in str(failure.value)
+            redirects = "redirections" in str(exc)
             self.stats.inc_value(
                 "aimd/robots/redirects_exhausted" if redirects else "aimd/robots/ignored"
             )
         else:
             self.stats.inc_value("aimd/robots/errors")
-            if isinstance(failure.value, Exception):
-                self._network_errors[origin] = failure.value
+            if isinstance(exc, Exception):
+                self._network_errors[origin] = exc
         result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)
-        self._after(origin, result, failure.getErrorMessage(), None)
+        self._after(origin, result, str(exc) or type(exc).__name__, None)
         self._share(origin, result, status, b"")
 
     def _after(

@@ -350,3 +350,29 @@ def test_download_maxsize_still_applies_to_pages(either: Crawl) -> None:
     assert "/big" in either.sites["big_page"].paths  # asked for ...
     assert not any(url.endswith("/big") for url in either.result.urls)  # ... and cut
     assert f"{either.sites['big_page'].url}/big" in either.result.log  # Scrapy's warning
+
+
+class FlakyRobotsSite(Site):
+    """robots.txt answers 503 twice, then its rules."""
+
+    def answer(self, path: str) -> Answer:
+        if path == "/robots.txt" and self.paths.count("/robots.txt") <= 2:
+            return 503, [("Content-Type", "text/plain")], b"busy\n"
+        return super().answer(path)
+
+
+def test_alone_a_robots_txt_retried_while_requests_hold_every_place(tmp_path: Path) -> None:
+    """Without the add-on's scheduler, the requests waiting for their origin's
+    rules wait inside the downloader, where each counts against
+    ``CONCURRENT_REQUESTS``: a robots.txt fetch that went through the
+    scheduler again was never asked for (the engine had no room), and the
+    crawl waited forever. Three origins, four pages each, four places."""
+    settings = {**ALONE, "CONCURRENT_REQUESTS": 4, "AIMD_ROBOTS_RETRIES": 3}
+    with ExitStack() as stack:
+        every = [stack.enter_context(serve(FlakyRobotsSite(robots(RULES)))) for _ in range(3)]
+        urls = [site.url + page for site in every for page in PAGES]
+        result = run_crawl(urls, tmp_path / "crawl", settings, follow=False, timeout=60)
+    assert result.stats.get("finish_reason") == "finished"
+    for site in every:
+        assert site.pages == ALLOWED, site.paths
+        assert site.paths.count("/robots.txt") == 3, site.paths
