@@ -49,6 +49,7 @@ __all__ = [
     "canonicalize_url",
     "changed_stages",
     "clean",
+    "ipv6_text",
     "normalize_path",
     "normalize_percent_encoding",
     "query_keys",
@@ -227,6 +228,29 @@ def _punycode_labels(host: str) -> str:
     )
 
 
+def ipv6_text(address: ipaddress.IPv6Address) -> str:
+    """An IPv6 address as the URL Standard writes it: hexadecimal pieces, the
+    first longest run of two or more zero pieces as ``::`` (RFC 5952 §4.2), and
+    never a dotted IPv4 tail, which Python 3.13's ``str()`` gives an IPv4-mapped
+    address and earlier releases do not: one key on every Python."""
+    packed = address.packed
+    pieces = [f"{packed[i] << 8 | packed[i + 1]:x}" for i in range(0, 16, 2)]
+    best_start, best_length, start = 0, 1, None
+    for index, piece in enumerate([*pieces, "end"]):
+        if piece == "0":
+            start = index if start is None else start
+        elif start is not None:
+            if index - start > best_length:
+                best_start, best_length = start, index - start
+            start = None
+    text = ":".join(pieces)
+    if best_length > 1:
+        head = ":".join(pieces[:best_start])
+        tail = ":".join(pieces[best_start + best_length :])
+        text = f"{head}::{tail}"
+    return text if address.scope_id is None else f"{text}%{address.scope_id}"
+
+
 @functools.lru_cache(maxsize=4096)
 def canonical_host(host: str) -> str:
     """Stage 2: lowercase, UTS #46 (non-transitional) to Punycode, no trailing
@@ -234,7 +258,7 @@ def canonical_host(host: str) -> str:
     host: a crawl sees few hosts and many URLs."""
     if host[:1] == "[" and host[-1:] == "]":
         try:
-            return f"[{ipaddress.IPv6Address(host[1:-1])}]"
+            return f"[{ipv6_text(ipaddress.IPv6Address(host[1:-1]))}]"
         except ValueError:
             return host.lower()
     if host.isascii():
