@@ -59,6 +59,7 @@ import logging
 import sys
 import zlib
 from array import array
+from functools import partial
 from hashlib import blake2b
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol
@@ -74,6 +75,7 @@ from scrapy_aimd.crawl import request_host
 from scrapy_aimd.events import DuplicateHosts
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
+    redirected_to_same_key,
     request_key_function,
     rules_id_of,
 )
@@ -401,18 +403,10 @@ class AimdDupeFilter:
             if self._file is not None:
                 self._buffer(key)
             return False
-        redirect_urls = request.meta.get("redirect_urls")
-        if redirect_urls and self._redirected_to_same_key(request, key, redirect_urls):
+        if redirected_to_same_key(request, key, partial(self._key_for_url, request)):
             self._inc_stat("aimd/dupefilter/redirect_same_key")
             return False
         return True
-
-    def _redirected_to_same_key(self, request: Request, key: int, sources: list[str]) -> bool:
-        """True if ``request`` was redirected from a URL of the same key and
-        goes to a URL that its chain has not requested yet."""
-        if request.url in sources:
-            return False
-        return any(self._key_for_url(request, url) == key for url in sources)
 
     def _key_for_url(self, request: Request, url: str) -> int:
         fingerprinter = self.fingerprinter

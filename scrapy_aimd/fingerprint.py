@@ -13,6 +13,7 @@ The dupefilter (and the scheduler) work with the same digest as a 64-bit int:
 
 from __future__ import annotations
 
+from functools import partial
 from hashlib import blake2b
 from typing import TYPE_CHECKING, Final
 from weakref import WeakKeyDictionary
@@ -31,6 +32,7 @@ __all__ = [
     "FINGERPRINT_VERSION",
     "AimdRequestFingerprinter",
     "canonicalizer_from_settings",
+    "redirected_to_same_key",
     "request_key_function",
     "rules_id_of",
 ]
@@ -101,8 +103,29 @@ class AimdRequestFingerprinter:
         return cls(crawler)
 
     def fingerprint(self, request: Request) -> bytes:
-        """The 8-byte digest (Scrapy's fingerprinter interface)."""
-        return self.request_key(request).to_bytes(8, "big")
+        """The 8-byte digest (Scrapy's fingerprinter interface: the HTTP cache's
+        key). A redirect to a URL of the same key as where it came from (``/a``
+        to ``/a/``) has a digest of its own, of its exact URL: under its
+        source's, the cache answers it with the redirect it follows, and the
+        page behind is lost. Duplicates go by :meth:`request_key` alone."""
+        key = self.request_key(request)
+        if redirected_to_same_key(request, key, partial(self._key_like, request)):
+            key = self._redirect_key(request)
+        return key.to_bytes(8, "big")
+
+    def _key_like(self, request: Request, url: str) -> int:
+        verbatim = bool(request.meta.get("verbatim_url"))
+        return self.url_key(request.method, url, request.body, verbatim=verbatim)
+
+    def _redirect_key(self, request: Request) -> int:
+        url_bytes = request.url.encode("utf-8", "surrogatepass")
+        hasher = self._hasher.copy()
+        # A leading NUL: no method starts with one, so no url_key is the same.
+        hasher.update(
+            b"\0redirect %s %d %s%s"
+            % (request.method.encode(), len(url_bytes), url_bytes, request.body)
+        )
+        return int.from_bytes(hasher.digest(), "big")
 
     def request_key(self, request: Request) -> int:
         """The digest as an unsigned 64-bit int, computed once per request
@@ -125,6 +148,16 @@ class AimdRequestFingerprinter:
         # pass for another split of the same bytes.
         hasher.update(b"%s %d %s%s" % (method.encode(), len(url_bytes), url_bytes, body))
         return int.from_bytes(hasher.digest(), "big")
+
+
+def redirected_to_same_key(request: Request, key: int, key_of: Callable[[str], int]) -> bool:
+    """True if ``request`` (of key ``key``) was redirected from a URL of the
+    same key, ``key_of(url)``, and goes to a URL that its chain has not
+    requested yet: the page is there, not a duplicate (scrapy #1225)."""
+    sources = request.meta.get("redirect_urls")
+    if not sources or request.url in sources:
+        return False
+    return any(key_of(url) == key for url in sources)
 
 
 def rules_id_of(fingerprinter: object) -> str:

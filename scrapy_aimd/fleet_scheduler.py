@@ -58,7 +58,7 @@ from scrapy_aimd.crawl import (
     when_written,
 )
 from scrapy_aimd.events import EventLog
-from scrapy_aimd.fingerprint import request_key_function, rules_id_of
+from scrapy_aimd.fingerprint import redirected_to_same_key, request_key_function, rules_id_of
 from scrapy_aimd.fleet import (
     Claim,
     Fleet,
@@ -487,10 +487,11 @@ class FleetScheduler:
         """The request's 64-bit key; None for a redirect to a URL of the same key as
         where it came from (it would be dropped as its own duplicate: scrapy #1225)."""
         key = self._request_key(request)
-        for source in request.meta.get("redirect_urls") or ():
-            if source != request.url and self._request_key(request.replace(url=source)) == key:
-                self.stats.inc_value("aimd/dupefilter/redirect_same_key")
-                return None
+        if redirected_to_same_key(
+            request, key, lambda url: self._request_key(request.replace(url=url))
+        ):
+            self.stats.inc_value("aimd/dupefilter/redirect_same_key")
+            return None
         return key
 
     def _flush(self) -> None:

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import create_looping_call
 
 from scrapy_aimd import signals
@@ -96,7 +95,7 @@ class Reporter:
         if self.events_file:
             path = events_path(self.events_file, spider_params(self.crawler, spider))
             self.events = self.event_log(path, now=now, spider=spider)
-        self.crawler.signals.connect(self._on_response, signal=scrapy_signals.response_received)
+        self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
         if hosts is not None and self.live_interval > 0:
             self._view = HostsView(hosts, self.clock)
             self._live = create_looping_call(self._log_hosts)
@@ -110,9 +109,10 @@ class Reporter:
         if self._view is not None:
             logger.info("%s", hosts_line(self._view.take()))
 
-    def _on_response(self, response: Response, request: Request, **_: Any) -> None:
-        """A response from HttpCacheMiddleware's cache: no download, no feedback."""
-        if "cached" in response.flags:
+    def _on_feedback(self, request: Request, response: Response | None, **_: Any) -> None:
+        """A response from HttpCacheMiddleware's cache, a redirect's included: no
+        download, no feedback to the controller."""
+        if response is not None and "cached" in response.flags:
             self.stats.inc_value("aimd/cached")
             self._event("cached", self.clock(), request_host(request), status=response.status)
 
@@ -208,7 +208,7 @@ class Reporter:
         if self._live is not None and self._live.running:
             self._live.stop()
         self._live = None
-        self.crawler.signals.disconnect(self._on_response, signal=scrapy_signals.response_received)
+        self.crawler.signals.disconnect(self._on_feedback, signal=signals.response_feedback)
         controllers = dict(hosts)
         rows = []
         for host, totals in sorted(self.totals.items()):

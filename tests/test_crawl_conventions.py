@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl, start_gaps
+from test_crawl_faults import Answer, serve
 
 from sitefarm import HostSpec, start_farm
 
@@ -320,6 +321,39 @@ def test_cached_responses_are_counted_in_the_summary(tmp_path: Path) -> None:
     header, row = summary_table(second.log)[:2]
     assert row[header.index("cached")] == "5"
     assert row[header.index("2xx")] == "0"
+
+
+def test_the_cache_keeps_a_redirect_to_a_url_of_the_same_key(tmp_path: Path) -> None:
+    """``/shoes`` redirects to ``/shoes/``, one canonical URL: with the cache's
+    key the canonical one, the hop was answered from the cache with the very
+    redirect it followed, and the page behind it was lost without a word."""
+
+    def answer(path: str) -> Answer:
+        pages = {
+            "/": b'<a href="/shoes">shoes</a>',
+            "/shoes/": b'<a href="/shoes/red">red</a> <a href="/shoes/blue">blue</a>',
+            "/shoes/red": b"red",
+            "/shoes/blue": b"blue",
+        }
+        if path == "/shoes":
+            return 301, {"Location": "/shoes/"}, b""
+        if path in pages:
+            return 200, {"Content-Type": "text/html"}, b"<html><body>%s</body></html>" % pages[path]
+        return 404, {}, b""
+
+    cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path / "cache")}
+    with serve(answer) as (url, paths):
+        first = run_crawl([url + "/"], tmp_path / "first", {**AIMD, **cache})
+        served_first = len(paths)
+        second = run_crawl([url + "/"], tmp_path / "second", {**AIMD, **cache})
+        served_second = len(paths)
+    expected = sorted(url + path for path in ("/", "/shoes/", "/shoes/red", "/shoes/blue"))
+    assert sorted(first.urls) == expected, first.log[-3000:]
+    assert sorted(second.urls) == expected, second.log[-3000:]
+    assert sorted(paths[:served_first]) == ["/", "/shoes", "/shoes/", "/shoes/blue", "/shoes/red"]
+    assert served_second == served_first  # the second crawl came from the cache
+    header, row = summary_table(second.log)[:2]
+    assert row[header.index("requests")] == row[header.index("cached")] == "5"
 
 
 def summary_table(log: str) -> list[list[str]]:

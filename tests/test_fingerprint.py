@@ -201,3 +201,27 @@ def test_from_settings_values() -> None:
 def test_from_settings_rejects_invalid_values(name: str, value: object) -> None:
     with pytest.raises(AimdSettingsError, match=name):
         canonicalizer_from_settings({name: value})
+
+
+def redirect(url: str, *sources: str) -> Request:
+    return Request(url, meta={"redirect_urls": list(sources)})
+
+
+def test_a_redirect_to_a_url_of_the_same_key_has_a_fingerprint_of_its_own() -> None:
+    """The HTTP cache's key: under its source's fingerprint, the hop from /a to
+    /a/ would be answered from the cache with the redirect it follows."""
+    fp = AimdRequestFingerprinter()
+    source, hop = (
+        Request("http://example.com/a"),
+        redirect("http://example.com/a/", "http://example.com/a"),
+    )
+    assert fp.request_key(hop) == fp.request_key(source)  # one page for duplicates
+    assert fp.fingerprint(hop) != fp.fingerprint(source)
+    # its own and steady: the same hop in the next crawl finds its cached answer
+    again = redirect("http://example.com/a/", "http://example.com/a")
+    assert fp.fingerprint(again) == fp.fingerprint(hop)
+    # a redirect to another page, and a loop back, keep the plain fingerprint
+    other = redirect("http://example.com/b", "http://example.com/a")
+    assert fp.fingerprint(other) == fp.fingerprint(Request("http://example.com/b"))
+    loop = redirect("http://example.com/a", "http://example.com/a", "http://example.com/a/")
+    assert fp.fingerprint(loop) == fp.fingerprint(source)
