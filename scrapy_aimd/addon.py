@@ -39,6 +39,14 @@ OLD_PATHS = {
     ROBOTS_MIDDLEWARE: "scrapy_aimd.robots.RobotsTxtMiddleware",
 }
 SCRAPY_ROBOTS_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+#: AutoThrottle's settings, which the add-on turns off with AutoThrottle, and
+#: the nearest setting of the add-on's (docs/migrating.rst).
+AUTOTHROTTLE_NEAREST = {
+    "AUTOTHROTTLE_START_DELAY": "AIMD_MIN_DELAY",
+    "AUTOTHROTTLE_MAX_DELAY": "AIMD_MAX_DELAY",
+    "AUTOTHROTTLE_TARGET_CONCURRENCY": "AIMD_MAX_CONCURRENCY",
+    "AUTOTHROTTLE_DEBUG": "AIMD_EVENTS_FILE",
+}
 COMPONENTS = {
     "SCHEDULER": "scrapy_aimd.scheduler.AimdScheduler",
     "REQUEST_FINGERPRINTER_CLASS": "scrapy_aimd.fingerprint.AimdRequestFingerprinter",
@@ -90,12 +98,19 @@ class Addon:
         spider: object = None
         if self.crawler is not None:
             spider = self.crawler.spider or self.crawler.spidercls
+        _warn_about_startproject_pace(settings, spider)
         delay = _carry(settings, "DOWNLOAD_DELAY", "download_delay", spider, "AIMD_MIN_DELAY")
         if delay:
             changes.append(f"{delay} (the downloader's own delay is now 0)")
+        lifted = _lift_max_delay(settings)
+        if lifted:
+            changes.append(lifted)
         # At spider priority: Scrapy puts a spider's download_delay there otherwise.
         force("DOWNLOAD_DELAY", 0.0, log=False, floor="spider")
         force("AUTOTHROTTLE_ENABLED", False)
+        for name, nearest in AUTOTHROTTLE_NEAREST.items():
+            if (settings.getpriority(name) or 0) > SETTINGS_PRIORITIES["default"]:
+                changes.append(f"{name}={settings.get(name)} is not used (the nearest: {nearest})")
         changes.extend(_carry_download_slots(settings, force))
         per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
         if per_ip:
@@ -141,6 +156,52 @@ class Addon:
 
         if changes:
             logger.info("scrapy-aimd changed these settings: %s", "; ".join(changes))
+
+
+def _warn_about_startproject_pace(settings: BaseSettings, spider: object) -> None:
+    """The two lines that ``scrapy startproject`` writes into settings.py hold
+    every host to one request a second once carried, whatever it can take: say
+    so where a new user looks, unless the spider or the AIMD_* settings decide."""
+    project = SETTINGS_PRIORITIES["project"]
+    if any(
+        settings.getpriority(name) != project or str(settings.get(name)) not in ("1", "1.0")
+        for name in ("DOWNLOAD_DELAY", "CONCURRENT_REQUESTS_PER_DOMAIN")
+    ):
+        return
+    if (
+        settings.get("AIMD_MIN_DELAY") is not None
+        or settings.get("AIMD_MAX_CONCURRENCY") is not None
+    ):
+        return
+    if any(
+        getattr(spider, a, None) is not None for a in ("download_delay", "max_concurrent_requests")
+    ):
+        return
+    logger.warning(
+        "DOWNLOAD_DELAY=1 and CONCURRENT_REQUESTS_PER_DOMAIN=1, as scrapy startproject "
+        "writes them, hold every host to one request at a time, a second apart, "
+        "whatever it can take: delete both lines from settings.py to let scrapy-aimd "
+        "find each host's pace, or set AIMD_MIN_DELAY and AIMD_MAX_CONCURRENCY to keep it"
+    )
+
+
+def _lift_max_delay(settings: BaseSettings) -> str | None:
+    """A floor (a carried DOWNLOAD_DELAY) above the default ceiling of the gap
+    raises the ceiling to it: Scrapy takes any delay. A ceiling the user set
+    stays, and a floor above it is an error named at start."""
+    if settings.get("AIMD_MAX_DELAY") is not None:
+        return None
+    try:
+        floor = float(settings.get("AIMD_MIN_DELAY"))
+    except (TypeError, ValueError):
+        return None  # an invalid value is named at start
+    from scrapy_aimd.core.controller import ControllerConfig
+
+    default = ControllerConfig().max_delay
+    if not floor > default or floor == float("inf"):
+        return None
+    settings.set("AIMD_MAX_DELAY", floor, priority="addon")
+    return f"AIMD_MAX_DELAY={floor} (was {default}, below AIMD_MIN_DELAY)"
 
 
 def _carry(

@@ -209,3 +209,49 @@ def test_the_manual_configuration_in_the_docs_is_what_the_addon_sets() -> None:
         SCRAPY_ROBOTS_MIDDLEWARE: None,
         ROBOTS_MIDDLEWARE: 100,
     }
+
+
+def test_the_lines_of_scrapy_startproject_get_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """A new project's DOWNLOAD_DELAY = 1 and CONCURRENT_REQUESTS_PER_DOMAIN = 1
+    hold every host to one request a second: said once, as a WARNING."""
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
+        apply({"DOWNLOAD_DELAY": 1, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+    (warning,) = (r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "DOWNLOAD_DELAY=1 and CONCURRENT_REQUESTS_PER_DOMAIN=1" in warning
+    assert "scrapy startproject" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
+        apply({"DOWNLOAD_DELAY": 1, "CONCURRENT_REQUESTS_PER_DOMAIN": 1}, {"AIMD_MIN_DELAY": 0})
+        apply({"DOWNLOAD_DELAY": 2, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_carried_delay_above_the_default_ceiling_raises_the_ceiling(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.addon"):
+        settings = apply({"DOWNLOAD_DELAY": "120"})
+    assert settings.getfloat("AIMD_MIN_DELAY") == 120.0
+    assert settings.getfloat("AIMD_MAX_DELAY") == 120.0
+    assert "AIMD_MAX_DELAY=120.0 (was 60.0" in caplog.text
+    # one the user set stays, and the crawl names the conflict at start
+    settings = apply({"DOWNLOAD_DELAY": 120, "AIMD_MAX_DELAY": 30})
+    assert settings.getfloat("AIMD_MAX_DELAY") == 30.0
+
+
+def test_autothrottles_other_settings_are_named_as_not_used(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.addon"):
+        apply(
+            {
+                "AUTOTHROTTLE_ENABLED": True,
+                "AUTOTHROTTLE_MAX_DELAY": 5,
+                "AUTOTHROTTLE_TARGET_CONCURRENCY": 2,
+            }
+        )
+    assert "AUTOTHROTTLE_MAX_DELAY=5 is not used (the nearest: AIMD_MAX_DELAY)" in caplog.text
+    assert (
+        "AUTOTHROTTLE_TARGET_CONCURRENCY=2 is not used (the nearest: AIMD_MAX_CONCURRENCY)"
+        in caplog.text
+    )

@@ -90,7 +90,8 @@ class DelaySpider:
     [
         ({"DOWNLOAD_DELAY": -1}, "DOWNLOAD_DELAY=-1"),
         ({"DOWNLOAD_DELAY": "1.5s"}, "DOWNLOAD_DELAY='1.5s'"),
-        ({"DOWNLOAD_DELAY": 100}, "DOWNLOAD_DELAY=100"),  # above AIMD_MAX_DELAY
+        # above an AIMD_MAX_DELAY the user set (the default one is raised to it)
+        ({"DOWNLOAD_DELAY": 100, "AIMD_MAX_DELAY": 60}, "DOWNLOAD_DELAY=100"),
         ({"CONCURRENT_REQUESTS_PER_DOMAIN": 0}, "CONCURRENT_REQUESTS_PER_DOMAIN=0"),
         ({"CONCURRENT_REQUESTS_PER_DOMAIN": "2.5"}, "CONCURRENT_REQUESTS_PER_DOMAIN='2.5'"),
     ],
