@@ -425,8 +425,9 @@ def warn_about_unknown_settings(settings: BaseSettings) -> None:
         if name in REMOVED_SETTINGS:
             logger.warning("%s was removed: %s", name, REMOVED_SETTINGS[name])
             continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
+        # By what follows the prefix: every name shares "AIMD_".
+        close = difflib.get_close_matches(name[5:], [k[5:] for k in known], n=1, cutoff=0.6)
+        hint = f"; did you mean AIMD_{close[0]}?" if close else ""
         logger.warning("Unknown setting %s is ignored%s", name, hint)
 
 

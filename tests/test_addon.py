@@ -99,11 +99,16 @@ def test_a_misspelled_setting_is_named_with_the_closest_known_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
-        apply({"AIMD_MAX_CONCURENCY": 3, "AIMD_MIN_DELAY": 0.1}, {"AIMD_DELAY_STEP": 0.2})
+        apply(
+            {"AIMD_MAX_CONCURENCY": 3, "AIMD_MIN_DELAY": 0.1, "AIMD_FOO": 1},
+            {"AIMD_DELAY_STEP": 0.2},
+        )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
         "AIMD_DELAY_STEP was removed: the gap now closes in logarithmic time "
         "(halving towards its floor); AIMD_RECOVERY sets how fast",
+        # a name like no setting gets no guess (the shared AIMD_ made AIMD_HOSTS one)
+        "Unknown setting AIMD_FOO is ignored",
         "Unknown setting AIMD_MAX_CONCURENCY is ignored; did you mean AIMD_MAX_CONCURRENCY?",
     ]
 

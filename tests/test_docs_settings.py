@@ -128,3 +128,14 @@ def test_the_table_gives_each_settings_own_default_type_and_unit() -> None:
             assert "second" in entry.lower(), f"{name}: the entry never says seconds"
         if "in seconds" in entry.split("\n\n", 3)[2]:
             assert row["unit"] == "seconds", f"{name}: the entry says seconds, the table not"
+
+
+def test_aimd_hosts_lists_every_field_an_entry_may_set() -> None:
+    from scrapy_aimd.settings import _CONTROLLER_FIELDS
+
+    text = SETTINGS_RST.read_text(encoding="utf-8")
+    section = text[
+        text.index("\nAIMD_HOSTS\n") : text.index("Example::", text.index("\nAIMD_HOSTS\n"))
+    ]
+    listed = set(re.findall(r"``([a-z_]+)``", section))
+    assert set(_CONTROLLER_FIELDS.values()) <= listed, set(_CONTROLLER_FIELDS.values()) - listed
