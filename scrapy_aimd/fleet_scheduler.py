@@ -364,6 +364,16 @@ class FleetScheduler:
             for name, value in counted.items():
                 self.stats.set_value(name, value)
             self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
+            counters = self.fleet.counters
+            if reason == "finished" and not counters.claims and counters.duplicates:
+                logger.warning(
+                    "This worker fetched nothing: the fleet under %s had seen its %d "
+                    "requests already (a finished crawl's seen set stays in Redis). To "
+                    "crawl again, reset the fleet (scrapy_aimd.fleet.clear_fleet, see "
+                    "docs/fleet.rst) or set another AIMD_FLEET_KEY",
+                    self.settings.key,
+                    counters.duplicates,
+                )
             by_host = self.frontier.feedbacks_by_host
             if by_host:
                 logger.info(

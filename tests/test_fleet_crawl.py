@@ -212,6 +212,24 @@ def test_the_fleet_closes_after_its_idle_time(tmp_path: Path, redis_url: str) ->
         assert idle - 0.5 <= finished - last <= idle + 6.0, finished - last
 
 
+def test_a_worker_of_a_finished_fleet_says_why_it_fetched_nothing(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The seen set of a finished crawl stays in Redis: the same crawl again
+    fetches nothing, and says so, with the way to reset."""
+    specs = [HostSpec(name="h", pages=6)]
+    settings = {"AIMD_FLEET_IDLE_CLOSE": 1.0}
+    with start_farm(specs, max_seconds=120) as farm:
+        first = workers(farm, tmp_path / "first", redis_url, 1, settings)
+        wait_for(first, 90)
+        again = workers(farm, tmp_path / "again", redis_url, 1, settings)
+        wait_for(again, 90)
+    assert_finished([*first, *again])
+    assert "fetched nothing" not in first[0].log()
+    assert "fetched nothing: the fleet under" in again[0].log(), again[0].log()[-3000:]
+    assert "clear_fleet" in again[0].log()
+
+
 def test_jobdir_with_a_fleet_is_refused_at_startup(tmp_path: Path, redis_url: str) -> None:
     worker = start_worker(
         ["http://127.0.0.1:9/"], tmp_path / "w", redis_url, {"JOBDIR": str(tmp_path / "job")}

@@ -32,6 +32,7 @@ from scrapy_aimd.fleet import (
     Wait,
     redis_store,
 )
+from scrapy_aimd.fleet.connection import clear_fleet
 from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
 from scrapy_aimd.fleet.rules import Replica
 
@@ -1135,3 +1136,25 @@ def test_a_corrupt_robots_answer_is_an_error_that_names_its_key(
     raw.set(key, "a string")
     with pytest.raises(FleetStoreError, match=key):
         worker.hold("h", b"robots.txt", ORIGIN)
+
+
+def test_a_fleet_is_reset_whatever_rules_made_it(
+    server: RedisServer, prefix: str, raw: redis.Redis
+) -> None:
+    """The documented reset: it needs no rules of its own (a ``Fleet`` made to
+    clear checked the meta key and refused the crawl's rules), and it leaves
+    other prefixes alone."""
+    crawl = Fleet(server.url, prefix, rules_id="fingerprint-v1;rules of the crawl")
+    worker = FleetFrontier(
+        crawl, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
+    )
+    worker.push([Item("a.example", b"one", priority=0, depth=0)])
+    crawl.close()
+    raw.set(f"{prefix}x:other", b"kept")
+    assert raw.keys(f"{prefix}:*")
+    with pytest.raises(FleetStoreError, match="other fingerprint rules"):
+        Fleet(server.url, prefix)
+    assert clear_fleet(server.url, prefix) > 0
+    assert not raw.keys(f"{prefix}:*")
+    assert raw.get(f"{prefix}x:other") == b"kept"
+    assert clear_fleet(server.url, prefix) == 0  # nothing left: nothing to do

@@ -1,7 +1,7 @@
 """Fleet mode: many crawler processes share one frontier, one seen set and each
 host's politeness through Redis (``AIMD_REDIS_URL``). See docs/fleet.rst."""
 
-from scrapy_aimd.fleet.connection import Fleet, FleetCounters
+from scrapy_aimd.fleet.connection import Fleet, FleetCounters, clear_fleet
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
 from scrapy_aimd.fleet.redis_store import Claim, FleetFrontier, FleetStatus, HostView, Item, Wait
 from scrapy_aimd.fleet.robots_store import FleetRobots, SharedRobots
@@ -21,4 +21,5 @@ __all__ = [
     "Item",
     "SharedRobots",
     "Wait",
+    "clear_fleet",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "Encoded",
     "Fleet",
     "FleetCounters",
+    "clear_fleet",
     "masked_url",
     "pack_evalsha",
 ]
@@ -259,15 +260,8 @@ class Fleet:
             raise
 
     def clear(self) -> int:
-        """Delete every key under the prefix: an operator's reset, never done by a
-        worker that closes (others may still be crawling). Returns keys deleted."""
-        deleted = 0
-        try:
-            for batch in _batches(self.redis.scan_iter(match=f"{self.prefix}:*", count=1000), 500):
-                deleted += int(self.redis.unlink(*batch))
-        except redis.RedisError as exc:
-            raise FleetStoreError(f"Cannot clear {self.prefix}:*: {exc}") from exc
-        return deleted
+        """Delete every key under the prefix (see :func:`clear_fleet`)."""
+        return _clear(self.redis, self.prefix)
 
     def close(self) -> None:
         if self._connection is not None:
@@ -339,6 +333,28 @@ def _encode_other(argument: Any) -> bytes:
     if isinstance(argument, (int, float)) and not isinstance(argument, bool):
         return repr(argument).encode("ascii")
     raise redis.DataError(f"cannot send {type(argument).__name__} to Redis")
+
+
+def clear_fleet(url: str, prefix: str) -> int:
+    """Delete every key of the fleet under ``prefix`` (``AIMD_FLEET_KEY``): an
+    operator's reset, never done by a worker that closes (others may still be
+    crawling), and made without a :class:`Fleet`, whose check of the meta key
+    refuses a fleet made under other rules. Returns how many keys went."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
+    try:
+        return _clear(client, prefix)
+    finally:
+        client.close()
+
+
+def _clear(client: redis.Redis, prefix: str) -> int:
+    deleted = 0
+    try:
+        for batch in _batches(client.scan_iter(match=f"{prefix}:*", count=1000), 500):
+            deleted += int(client.unlink(*batch))
+    except redis.RedisError as exc:
+        raise FleetStoreError(f"Cannot clear {prefix}:*: {exc}") from exc
+    return deleted
 
 
 def _batches(items: Any, size: int) -> Any:
