@@ -104,6 +104,21 @@ def test_a_prefix_in_use_by_something_else_is_refused(
         Fleet(server.url, prefix)
 
 
+def test_other_rules_are_named_by_what_differs_with_the_way_out(
+    server: RedisServer, prefix: str
+) -> None:
+    """A URL-rules setting changed between two crawls on one prefix: the error
+    names the part that differs (not both ids whole, nor the script's line)."""
+    common = "fingerprint-v1;blake2b-64;canonical-v1;slash=strip;strip=" + "x_*," * 200
+    Fleet(server.url, prefix, rules_id=common + ";keep=").close()
+    with pytest.raises(FleetStoreError) as error:
+        Fleet(server.url, prefix, rules_id=common + ";keep=utm_source")
+    message = str(error.value)
+    assert "other fingerprint rules (keep= there; keep=utm_source here)" in message
+    assert "clear_fleet" in message and "AIMD_FLEET_KEY" in message
+    assert "user_script" not in message and len(message) < 600, message
+
+
 def test_a_fleet_of_other_rules_or_format_is_refused(
     server: RedisServer, raw: redis.Redis, prefix: str
 ) -> None:
@@ -111,8 +126,10 @@ def test_a_fleet_of_other_rules_or_format_is_refused(
     with pytest.raises(FleetStoreError, match=r"other fingerprint rules .rules-a"):
         Fleet(server.url, prefix, rules_id="rules-b")
     raw.hset(f"{prefix}:meta", "format", "99")
-    with pytest.raises(FleetStoreError, match=f"format 99; this version reads format {FORMAT}"):
+    format_error = f"format 99; this version reads format {FORMAT}"
+    with pytest.raises(FleetStoreError, match=format_error) as refused:
         Fleet(server.url, prefix, rules_id="rules-a")
+    assert "user_script" not in str(refused.value)  # the script's place: no help
 
 
 def test_the_first_worker_sets_the_seen_buckets(server: RedisServer, prefix: str) -> None:

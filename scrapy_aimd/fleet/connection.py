@@ -14,6 +14,7 @@ stops cleanly. No Scrapy import.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -160,7 +161,15 @@ class Fleet:
                 f"Cannot reach Redis at AIMD_REDIS_URL={masked_url(url)!r}: {exc}"
             ) from exc
         self._load_all()
-        reply = self.call("init", FORMAT, buckets, rules_id)
+        try:
+            reply = self.call("init", FORMAT, buckets, rules_id)
+        except FleetStoreError as exc:
+            if "other fingerprint rules" not in str(exc):
+                raise
+            stored = self.redis.hget(self.key("meta"), "rules")
+            raise FleetStoreError(
+                _other_rules(self.key("meta"), stored, rules_id, self.prefix)
+            ) from None
         self.saw_time(reply[0])
         #: Seen-set buckets: the fleet's own, set by the worker that created it.
         self.buckets = int(reply[1])
@@ -229,7 +238,7 @@ class Fleet:
                 f"({_what(script, what)}): {exc}"
             ) from exc
         except redis.ResponseError as exc:
-            message = str(exc)
+            message = _SCRIPT_PLACE.sub("", str(exc))  # the script's sha and line: no help
             if message.startswith(_KEY_ERROR):
                 raise FleetStoreError(
                     f"Redis key {message[len(_KEY_ERROR) :]} "
@@ -333,6 +342,28 @@ def _encode_other(argument: Any) -> bytes:
     if isinstance(argument, (int, float)) and not isinstance(argument, bool):
         return repr(argument).encode("ascii")
     raise redis.DataError(f"cannot send {type(argument).__name__} to Redis")
+
+
+#: Where Redis says a script failed: " script: <sha>, on @user_script:8."
+_SCRIPT_PLACE: Final = re.compile(r"\s*script: [0-9a-f]+, on @user_script:\d+\.?\s*$")
+
+
+def _other_rules(meta: str, stored: bytes | str | None, ours: str, prefix: str) -> str:
+    """The refusal of a fleet made under other URL rules, by the parts of the
+    rules ids that differ (each id is ``;``-separated, some parts long)."""
+    if isinstance(stored, bytes):
+        stored = stored.decode("utf-8", "replace")
+    theirs = (stored or "").split(";")
+    mine = ours.split(";")
+    there = "; ".join(part for part in theirs if part not in mine) or "none"
+    here = "; ".join(part for part in mine if part not in theirs) or "none"
+    return (
+        f"Redis key {meta} was made under other fingerprint rules ({there[:200]} there; "
+        f"{here[:200]} here): the URL settings (AIMD_CANONICAL_*, AIMD_STRIP_PARAMS, "
+        f"AIMD_KEEP_PARAMS) must be the same for every crawl of a fleet. Reset it "
+        f"(scrapy_aimd.fleet.clear_fleet, see docs/fleet.rst) or give this crawl another "
+        f"AIMD_FLEET_KEY than {prefix!r}"
+    )
 
 
 def clear_fleet(url: str, prefix: str) -> int:
