@@ -136,6 +136,11 @@ HELD_MARGIN = 1e-6
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
 #: round trip (about 12 B each: 12 MB at most).
 KNOWN_KEYS = 1_000_000
+#: Seconds with nothing queued fleet-wide and only other workers' leases left
+#: before a worker says it waits for them (the end of every crawl has a moment
+#: of it), and then how often it says so.
+LEASE_WAIT_QUIET = 2.0
+LEASE_WAIT_EVERY = 10.0
 
 
 class FleetSettings:
@@ -255,6 +260,11 @@ class FleetScheduler:
         self.robots_settled_hosts: set[str] = set()
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
+        #: Since when the fleet has had only other workers' leases (inf: not so),
+        #: when that was last logged, and the fleet's expired leases last seen.
+        self._lease_wait_since = math.inf
+        self._lease_wait_logged = -math.inf
+        self._reaped_seen: int | None = None
         self._done_at = -math.inf
         #: Sends what waits for the next claim if none comes (``FLUSH_AFTER``): the
         #: timer and when it fires, and when what waits must go (this worker's
@@ -411,9 +421,39 @@ class FleetScheduler:
         status = self._fleet_status()
         if status is None:
             return False
+        self._log_lease_wait(status)
         if status.queued or status.leased:
             return True
         return status.idle_for < self.settings.idle_close
+
+    def _log_lease_wait(self, status: FleetStatus) -> None:
+        """Say what the fleet waits for when this worker holds nothing, nothing is
+        queued and other workers hold leases: a worker that died holds them until
+        they expire, and a silent wait looks like a hang. Say too when expired
+        leases came back."""
+        now = self.clock()
+        if self._reaped_seen is not None and status.reaped > self._reaped_seen:
+            logger.info(
+                "%d expired leases of other workers came back to the queues (a worker "
+                "died or stalled: their requests are fetched again)",
+                status.reaped - self._reaped_seen,
+            )
+        self._reaped_seen = status.reaped
+        if status.queued or not status.leased:
+            self._lease_wait_since = math.inf
+            return
+        self._lease_wait_since = min(self._lease_wait_since, now)
+        if (
+            now - self._lease_wait_since >= LEASE_WAIT_QUIET
+            and now - self._lease_wait_logged >= LEASE_WAIT_EVERY
+        ):
+            self._lease_wait_logged = now
+            logger.info(
+                "Nothing queued fleet-wide: waiting for %d requests leased by other "
+                "workers (a dead worker's come back when their leases expire, within "
+                "DOWNLOAD_TIMEOUT and a margin)",
+                status.leased,
+            )
 
     def enqueue_request(self, request: Request) -> bool:
         if self.lost:

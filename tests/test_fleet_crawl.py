@@ -178,6 +178,8 @@ def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: 
     reaped = sum(w.stats().get("aimd/fleet/reaped", 0) for w in fleet[1:])
     twice = sum(s.duplicate_fetches for s in summaries.values())
     assert reaped > 0 and twice <= reaped, (twice, reaped)
+    # Their return is said (the wait before it: test_fleet_scheduler.py).
+    assert any("expired leases of other workers came back" in w.log() for w in fleet[1:])
 
 
 def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,15 @@ from scrapy.core.engine import ExecutionEngine
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.fleet_scheduler import FLUSH_AFTER, FLUSH_EARLY, RAN_OUT_FOR, FleetScheduler
+from scrapy_aimd.fleet import FleetStatus
+from scrapy_aimd.fleet_scheduler import (
+    FLUSH_AFTER,
+    FLUSH_EARLY,
+    LEASE_WAIT_EVERY,
+    LEASE_WAIT_QUIET,
+    RAN_OUT_FOR,
+    FleetScheduler,
+)
 from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -291,3 +300,53 @@ def test_a_request_queued_after_a_claim_that_ran_out_is_claimed_at_once(
     scheduler.enqueue_request(Request("http://other.test/", dont_filter=True))
     request = scheduler.next_request()  # the push goes with a claim, which takes it
     assert request is not None and request.url == "http://other.test/"
+
+
+@in_a_loop
+def test_a_wait_for_other_workers_leases_is_said_and_their_return(
+    worker: Workers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A silent wait for a dead worker's leases looks like a hang: after
+    LEASE_WAIT_QUIET of it the worker says what it waits for, again every
+    LEASE_WAIT_EVERY, and says when expired leases come back."""
+    scheduler = worker()
+    now = [100.0]
+    scheduler.clock = lambda: now[0]
+
+    def status(queued: int = 0, leased: int = 3, reaped: int = 0) -> FleetStatus:
+        return FleetStatus(queued, leased, 0.0, now[0], reaped, 10)
+
+    def said() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if "leases" in r.getMessage()]
+        caplog.clear()
+        return lines
+
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.fleet_scheduler"):
+        for t in (100.0, 100.5, 100.0 + LEASE_WAIT_QUIET - 0.1):
+            now[0] = t
+            scheduler._log_lease_wait(status())
+        assert said() == []
+        now[0] = 100.0 + LEASE_WAIT_QUIET
+        scheduler._log_lease_wait(status())
+        assert said() == [
+            "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
+            "(a dead worker's come back when their leases expire, within DOWNLOAD_TIMEOUT "
+            "and a margin)"
+        ]
+        now[0] += LEASE_WAIT_EVERY - 0.1
+        scheduler._log_lease_wait(status())
+        assert said() == []
+        now[0] += 0.1
+        scheduler._log_lease_wait(status(reaped=2))
+        assert said() == [
+            "2 expired leases of other workers came back to the queues (a worker died or "
+            "stalled: their requests are fetched again)",
+            "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
+            "(a dead worker's come back when their leases expire, within DOWNLOAD_TIMEOUT "
+            "and a margin)",
+        ]
+        # Work queued again ends the wait; a new one is quiet at first.
+        scheduler._log_lease_wait(status(queued=2, reaped=2))
+        now[0] += LEASE_WAIT_QUIET - 0.1
+        scheduler._log_lease_wait(status(reaped=2))
+        assert said() == []
