@@ -891,8 +891,8 @@ class FleetScheduler:
             self.lost = True
             logger.error(
                 "Stopping this fleet worker: %s. Its %d leased requests go back to the "
-                "queues when their leases expire on Redis.",
-                exc,
+                "queues when their leases expire on a Redis that is back with its data.",
+                str(exc).rstrip("."),
                 len(self.claims) + len(self.claimed),
             )
             self.stats.inc_value("aimd/fleet/redis_lost")
