@@ -1412,3 +1412,18 @@ def test_an_old_close_line_of_twenty_hosts_says_at_least() -> None:
     ]  # fmt: skip
     page = render_html(read_crawl(lines(events)))
     assert "and at least 10 more hosts" in page
+
+
+def test_files_of_different_spiders_are_drawn_with_a_note(
+    tmp_path: Path,
+    fleet: dict[str, list[dict[str, Any]]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two crawls' files given together are drawn as one: said, not silent."""
+    files = fleet_files(tmp_path, fleet)
+    assert main([*map(str, files), "-o", str(tmp_path / "fleet.html")]) == 0
+    assert "different spiders" not in capsys.readouterr().err
+    other = [{**e, "spider": "shop"} if e["event"] == "open" else e for e in fleet_worker(1)[1]]
+    files[0] = write(tmp_path / "shop.jsonl", other)
+    assert main([*map(str, files), "-o", str(tmp_path / "mixed.html")]) == 0
+    assert "note: the files are of different spiders (demo, shop)" in capsys.readouterr().err

@@ -99,6 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{len(page.encode()) / 1024:,.0f} KiB)",
             file=sys.stderr,
         )
+    if len(crawl.spiders) > 1:
+        print(
+            f"note: the files are of different spiders ({', '.join(sorted(crawl.spiders))}),"
+            " drawn as one crawl",
+            file=sys.stderr,
+        )
     if crawl.bad_lines:
         print(f"note: skipped {crawl.bad_lines:,} unreadable lines", file=sys.stderr)
     if crawl.lines and not crawl.closed:

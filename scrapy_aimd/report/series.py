@@ -154,6 +154,9 @@ class Crawl:
     """A whole events file: per-host series, the summary, and what could not be read."""
 
     spider: str | None = None
+    #: Every spider named by an open line: more than one when the files read
+    #: together are of different crawls.
+    spiders: set[str] = field(default_factory=set)
     wall: float | None = None
     end: float = 0.0
     closed: bool = False
@@ -355,8 +358,10 @@ def _apply(crawl: Crawl, record: dict[str, Any]) -> bool:
         return True
     if event == "open":
         spider, wall = record.get("spider"), as_number(record.get("wall"))
-        if crawl.spider is None and isinstance(spider, str):
-            crawl.spider = spider
+        if isinstance(spider, str):
+            crawl.spiders.add(spider)
+            if crawl.spider is None:
+                crawl.spider = spider
         if crawl.wall is None and wall is not None:
             crawl.wall = wall
         return True
