@@ -166,7 +166,10 @@ class Fleet:
         except FleetStoreError as exc:
             if "other fingerprint rules" not in str(exc):
                 raise
-            stored = self.redis.hget(self.key("meta"), "rules")
+            try:
+                stored = self.redis.hget(self.key("meta"), "rules")
+            except redis.RedisError:
+                raise exc from None
             raise FleetStoreError(
                 _other_rules(self.key("meta"), stored, rules_id, self.prefix)
             ) from None
