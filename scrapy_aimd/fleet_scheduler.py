@@ -27,6 +27,7 @@ back to the queues once they expire on a Redis that is back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -65,6 +66,7 @@ from scrapy_aimd.fleet import (
     FleetConnectionLost,
     FleetFrontier,
     FleetRobots,
+    FleetStoreError,
     Item,
     SharedRobots,
 )
@@ -309,6 +311,10 @@ class FleetScheduler:
             in_use=self.claims.__contains__,
             again=self._flush_again,
         )
+        # Leases that expired before this worker joined are no news of its. (A
+        # Redis that fails here fails the first status too, which stops the worker.)
+        with contextlib.suppress(FleetConnectionLost, FleetStoreError):
+            self._reaped_seen = self.frontier.status().reaped
         for handler, signal in self._handlers():
             self.crawler.signals.connect(handler, signal=signal)
         self.reporter.open(self.clock(), spider.name)
