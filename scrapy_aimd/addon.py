@@ -198,7 +198,7 @@ def _lift_max_delay(settings: BaseSettings) -> str | None:
     from scrapy_aimd.core.controller import ControllerConfig
 
     default = ControllerConfig().max_delay
-    if not floor > default or floor == float("inf"):
+    if not default < floor < float("inf"):
         return None
     settings.set("AIMD_MAX_DELAY", floor, priority="addon")
     return f"AIMD_MAX_DELAY={floor} (was {default}, below AIMD_MIN_DELAY)"
