@@ -1427,3 +1427,25 @@ def test_files_of_different_spiders_are_drawn_with_a_note(
     files[0] = write(tmp_path / "shop.jsonl", other)
     assert main([*map(str, files), "-o", str(tmp_path / "mixed.html")]) == 0
     assert "note: the files are of different spiders (demo, shop)" in capsys.readouterr().err
+
+
+def test_files_of_crawls_apart_in_time_are_drawn_with_a_note(
+    tmp_path: Path,
+    fleet: dict[str, list[dict[str, Any]]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two runs of one spider given together are drawn as one crawl with a gap
+    between them: said, not silent. A fleet's files, which overlap, give no note."""
+    files = fleet_files(tmp_path, fleet)
+    assert main([*map(str, files), "-o", str(tmp_path / "fleet.html")]) == 0
+    assert "apart in time" not in capsys.readouterr().err
+    first, second = fleet_worker(0), fleet_worker(1)
+    later = 1_717_000_000.0 + 3600.0  # an hour after the first run opened
+    moved = [{**e, "wall": later} if e["event"] == "open" else e for e in second[1]]
+    runs = [write(tmp_path / "run1.jsonl", first[1]), write(tmp_path / "run2.jsonl", moved)]
+    assert main([*map(str, runs), "-o", str(tmp_path / "runs.html")]) == 0
+    err = capsys.readouterr().err
+    last_t = max(e["t"] for e in first[1])
+    gap = 3600.0 - last_t
+    said = f"note: the files are of crawls apart in time (run2.jsonl began {gap:,.0f} s after"
+    assert said in err

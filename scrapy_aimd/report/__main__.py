@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .html import ReportOptions, render_html
 from .png import MatplotlibMissing, render_png
-from .series import order_hosts, read_events_files
+from .series import apart_in_time, order_hosts, read_events_files
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -103,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"note: the files are of different spiders ({', '.join(sorted(crawl.spiders))}),"
             " drawn as one crawl",
+            file=sys.stderr,
+        )
+    for name, gap in apart_in_time(crawl):
+        print(
+            f"note: the files are of crawls apart in time ({name} began {gap:,.0f} s after "
+            "the files before it ended), drawn as one crawl",
             file=sys.stderr,
         )
     if crawl.bad_lines:

@@ -15,7 +15,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from scrapy_aimd.events import HOST_EVENTS, DuplicateHosts
 from scrapy_aimd.host_totals import HostTotals, as_integer, as_number, pause_until
@@ -182,6 +182,8 @@ class Crawl:
     worker_opened: dict[str, float] = field(default_factory=dict)
     #: Files read together that have no ``wall`` in their open line: drawn unshifted.
     unaligned: list[str] = field(default_factory=list)
+    #: Each file read together, by name: its first and last line's time, shifted.
+    file_spans: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def duplicate_hosts(self) -> dict[str, int]:
@@ -256,11 +258,32 @@ def read_events_files(paths: Sequence[str | Path]) -> Crawl:
         for line in heapq.merge(*streams, key=lambda line: line.t):
             _take(crawl, line, closes)
             partial[line.worker] = line
+        for (path, _, _), name in zip(heads, names, strict=True):
+            last = partial.get(name)
+            opened = crawl.worker_opened[name]
+            crawl.file_spans[path.name] = (opened, opened if last is None else last.t)
     crawl.last_line_partial = any(
         line.record is None and not line.ended for line in partial.values()
     )
     _finish(crawl, closes, files=len(paths))
     return crawl
+
+
+#: A file that begins this long after every file before it ended is of another
+#: crawl (a fleet's workers overlap; their machines' clocks may differ by seconds).
+APART: Final = 60.0
+
+
+def apart_in_time(crawl: Crawl) -> list[tuple[str, float]]:
+    """The files read together that began over :data:`APART` after every file
+    before them ended, each with that gap (s): runs of a crawl, not one crawl."""
+    found: list[tuple[str, float]] = []
+    ended = -math.inf
+    for name, (began, last) in sorted(crawl.file_spans.items(), key=lambda item: item[1]):
+        if math.isfinite(ended) and began - ended > APART:
+            found.append((name, began - ended))
+        ended = max(ended, last)
+    return found
 
 
 def _open_line(handle: Iterator[str]) -> tuple[str | None, float | None, str | None]:
