@@ -30,3 +30,13 @@ def test_every_stat_the_code_writes_is_documented() -> None:
     documented = SIGNALS_RST.read_text(encoding="utf-8")
     missing = sorted(key for key in stats_in_code() if f"``{key}``" not in documented)
     assert not missing, f"stats missing from docs/signals.rst: {missing}"
+
+
+def test_every_fleet_counter_is_documented() -> None:
+    """The ``aimd/fleet/*`` counters are written by name (``as_stats``), not as
+    literals: each has its row all the same."""
+    from scrapy_aimd.fleet.connection import FleetCounters
+
+    documented = SIGNALS_RST.read_text(encoding="utf-8")
+    missing = sorted(key for key in FleetCounters().as_stats() if f"``{key}``" not in documented)
+    assert not missing, f"stats missing from docs/signals.rst: {missing}"
