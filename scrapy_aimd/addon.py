@@ -139,11 +139,17 @@ class Addon:
             )
         ]
         per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
+        was = settings.get("CONCURRENT_REQUESTS_PER_DOMAIN")
         force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
         if per_domain_from:
             changes.append(
                 f"{per_domain_from} (the downloader's own per-domain limit is now "
                 f"{per_domain}, so that it never holds back what the scheduler lets start)"
+            )
+        elif str(was) != str(per_domain):
+            changes.append(
+                f"CONCURRENT_REQUESTS_PER_DOMAIN={per_domain} (was {was!r}: the downloader's "
+                "own per-domain limit never holds back what the scheduler lets start)"
             )
         if per_ip:
             force("CONCURRENT_REQUESTS_PER_IP", 0)

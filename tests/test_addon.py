@@ -38,6 +38,22 @@ def test_the_users_delay_and_per_domain_limit_move_to_the_controller() -> None:
     )
 
 
+def test_the_raised_per_domain_limit_is_logged_when_nothing_was_carried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Scrapy's default 8 goes to 16 (CONCURRENT_REQUESTS) without a word from
+    the user: the log line of changed settings says so, as it does for the rest."""
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.addon"):
+        settings = apply({})
+    assert settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN") == 16
+    (line,) = [r.getMessage() for r in caplog.records if "changed these settings" in r.getMessage()]
+    assert "CONCURRENT_REQUESTS_PER_DOMAIN=16 (was 8" in line
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="scrapy_aimd.addon"):
+        apply({"CONCURRENT_REQUESTS": 8})
+    assert "CONCURRENT_REQUESTS_PER_DOMAIN" not in caplog.text  # left at 8: not said
+
+
 def test_explicit_aimd_settings_win_over_the_carried_ones() -> None:
     settings = apply({"DOWNLOAD_DELAY": 2.0}, {"AIMD_MIN_DELAY": 0.5})
     assert settings.getfloat("AIMD_MIN_DELAY") == 0.5
