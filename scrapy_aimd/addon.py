@@ -362,12 +362,25 @@ def _is_ours(component: object) -> bool:
     return any(f"{c.__module__}.{c.__qualname__}" == COMPONENTS["SCHEDULER"] for c in mro)
 
 
+#: Scrapy's commands that replace a spider's ``start`` with their own, by the
+#: module that defines it: they crawl a page or a contract, not the project's crawl.
+_START_OF_COMMAND = {
+    "scrapy.commands.fetch": "scrapy fetch",
+    "scrapy.commands.parse": "scrapy parse",
+    "scrapy.commands.check": "scrapy check",
+}
+
+
 def _one_page_command(settings: BaseSettings, spider: object) -> str | None:
-    """``scrapy fetch`` or ``scrapy shell``: commands that fetch a page or two with the
-    project's settings, and must not overwrite the project's events file."""
+    """``scrapy fetch``, ``shell``, ``parse``, ``check`` or ``bench``: commands that
+    fetch a page or two (or run Scrapy's benchmark) with the project's settings,
+    and must not overwrite the project's events file."""
     cls = spider if isinstance(spider, type) else type(spider)
-    if getattr(getattr(cls, "start", None), "__module__", None) == "scrapy.commands.fetch":
-        return "scrapy fetch"
+    start_module = getattr(getattr(cls, "start", None), "__module__", None)
+    if start_module in _START_OF_COMMAND:
+        return _START_OF_COMMAND[start_module]
+    if getattr(cls, "__module__", None) == "scrapy.commands.bench":
+        return "scrapy bench"
     if settings.get("DUPEFILTER_CLASS") == "scrapy.dupefilters.BaseDupeFilter" and (
         settings.getpriority("DUPEFILTER_CLASS") == SETTINGS_PRIORITIES["command"]
     ):

@@ -303,6 +303,65 @@ def test_fetch_and_shell_leave_the_projects_events_file_alone(
     assert f"AIMD_EVENTS_FILE=None under {label}" in proc.stderr
 
 
+SPIDER = """
+import scrapy
+
+
+class SiteSpider(scrapy.Spider):
+    name = "site"
+
+    def parse(self, response):
+        \"\"\"A page of the farm.
+
+        @url {url}
+        @returns requests 0
+        \"\"\"
+        yield {{"url": response.url}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "label"),
+    [
+        (["parse", "{url}", "--spider", "site", "-c", "parse"], "scrapy parse"),
+        (["check", "site"], "scrapy check"),
+        (["bench", "-s", "CLOSESPIDER_TIMEOUT=1"], "scrapy bench"),
+    ],
+)
+def test_parse_check_and_bench_leave_the_projects_events_file_alone(
+    tmp_path: Path, command: list[str], label: str
+) -> None:
+    """Scrapy's commands that crawl a page or a benchmark with the project's
+    settings are not the project's crawl: its events file is kept."""
+    import os
+    import subprocess
+    import sys
+
+    from crawling import ROOT
+
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"event":"open","t":0}\n')  # a crawl's file, from before
+    project = make_project(tmp_path / "project", events)
+    with start_farm([HostSpec(name="site", pages=2)], max_seconds=60) as farm:
+        url = farm.urls["site"] + "/"
+        (project / "proj" / "spiders").mkdir()
+        (project / "proj" / "spiders" / "__init__.py").write_text("")
+        (project / "proj" / "spiders" / "site.py").write_text(SPIDER.format(url=url))
+        with (project / "proj" / "settings.py").open("a") as settings:
+            settings.write('SPIDER_MODULES = ["proj.spiders"]\n')
+        args = [sys.executable, "-m", "scrapy", *(a.format(url=url) for a in command)]
+        proc = subprocess.run(
+            args,
+            cwd=project,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert events.read_text() == '{"event":"open","t":0}\n'
+
+
 # -- 7. cached responses --------------------------------------------------------------
 
 
