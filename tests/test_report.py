@@ -669,6 +669,18 @@ def test_a_killed_crawl_with_garbage_still_renders_and_says_so(
     assert "<strong>not closed</strong>" in page
 
 
+def test_a_file_without_one_event_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An items feed given by mistake is not drawn as a crawl of 0 hosts."""
+    feed = write(tmp_path / "items.jsonl", [{"url": f"http://a.example/{i}"} for i in range(3)])
+    out = tmp_path / "items.html"
+    assert main([str(feed), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "error: items.jsonl has no event of scrapy-aimd in its 3 lines" in err
+    assert not out.exists()
+
+
 def test_an_empty_crawl_renders_a_page_that_says_so() -> None:
     page = render_html(read_crawl([]))
     assert "The events file is empty" in page

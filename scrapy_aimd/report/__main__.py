@@ -70,6 +70,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = exc.filename if exc.filename is not None else events[0]
         print(f"error: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if crawl.lines and crawl.bad_lines == crawl.lines:
+        one = len(events) == 1
+        what = f"{events[0].name} has" if one else "the files have"
+        print(
+            f"error: {what} no event of scrapy-aimd in {'its' if one else 'their'} "
+            f"{crawl.lines:,} lines "
+            "(an events file is written by the crawl with AIMD_EVENTS_FILE)",
+            file=sys.stderr,
+        )
+        return 1
     options = ReportOptions(
         order=args.order,
         max_hosts=args.max_hosts,
