@@ -326,6 +326,7 @@ class RobotsTxtMiddleware:
             if self.book.state(origin).denied:
                 raise self._unreachable_error(request, origin)
             self.stats.inc_value("aimd/robots/disallowed")
+            self.stats.inc_value("robotstxt/forbidden")  # Scrapy's, which monitoring reads
             logger.debug("Forbidden by robots.txt: %s", request)
             raise IgnoreRequest("Forbidden by robots.txt")
 
@@ -389,6 +390,7 @@ class RobotsTxtMiddleware:
         if slot is not None:
             request.meta["download_slot"] = slot
         self.stats.inc_value("aimd/robots/requests")
+        self.stats.inc_value("robotstxt/request_count")
         # Not from inside the caller's scheduling call: the engine may be in it.
         call_later(0, self._crawl if self.listener is not None else self._download, request)
 
@@ -463,6 +465,8 @@ class RobotsTxtMiddleware:
     def _read(self, origin: str, response: Response, request: Request | None) -> None:
         status = response.status
         self.stats.inc_value(f"aimd/robots/status/{status}")
+        self.stats.inc_value("robotstxt/response_count")
+        self.stats.inc_value(f"robotstxt/response_status_count/{status}")
         self._network_errors.pop(origin, None)
         if 200 <= status < 300 and UNDECODABLE in response.flags:
             self.stats.inc_value("aimd/robots/undecodable")
@@ -583,6 +587,7 @@ class RobotsTxtMiddleware:
             )
         else:
             self.stats.inc_value("aimd/robots/errors")
+            self.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")  # as Scrapy names it
             if isinstance(exc, Exception):
                 self._network_errors[origin] = exc
         result = self.book.fetched(origin, self.clock(), status, b"", self.default_user_agent)

@@ -191,3 +191,20 @@ def test_scrapys_default_robotstxt_parser_is_not_warned_about(
     crawl: tuple[CrawlResult, list[dict[str, Any]]],
 ) -> None:
     assert "ROBOTSTXT_PARSER" not in crawl[0].log
+
+
+def test_scrapys_robotstxt_stats_are_written_as_scrapy_writes_them(
+    crawl: tuple[CrawlResult, list[dict[str, Any]]],
+) -> None:
+    """Monitoring reads Scrapy's ``robotstxt/*`` stats: they count what
+    ``aimd/robots/*`` counts, under Scrapy's names."""
+    stats = crawl[0].stats
+    assert stats["robotstxt/forbidden"] == stats["aimd/robots/disallowed"]
+    assert stats["robotstxt/request_count"] == stats["aimd/robots/requests"]
+    statuses = {k.rpartition("/")[2]: v for k, v in stats.items() if "/robots/status/" in k}
+    scrapys = "robotstxt/response_status_count/"
+    assert statuses
+    assert {k.rpartition("/")[2]: v for k, v in stats.items() if k.startswith(scrapys)} == statuses
+    assert stats["robotstxt/response_count"] == sum(statuses.values())
+    exceptions = sum(v for k, v in stats.items() if k.startswith("robotstxt/exception_count/"))
+    assert exceptions == stats["aimd/robots/errors"] > 0  # the refused host's
