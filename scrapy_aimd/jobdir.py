@@ -469,7 +469,7 @@ class Jobdir:
         if isinstance(self.dupefilter, AimdDupeFilter):
             self.dupefilter.before_flush = None
             self.dupefilter.on_error = None
-        self.stats.set_value("aimd/jobdir/queued_at_close", len(self.store))
+        self.stats.set_value("aimd/jobdir/queued_at_close", self.store.left)
         self.store.close()
 
     # -- hosts ---------------------------------------------------------------------

@@ -419,6 +419,12 @@ class SqliteQueueStore(Generic[T]):
         """Items popped or kept and not done."""
         return len(self._rows)
 
+    @property
+    def left(self) -> int:
+        """Items the file keeps for the next run: queued, and popped or kept and
+        not done (what a resumed crawl restores; not those held in memory)."""
+        return self._size + len(self._rows)
+
     # -- host bookkeeping ----------------------------------------------------------------
 
     def save_state(self, name: str, state: Mapping[str, Any]) -> None:

@@ -275,11 +275,13 @@ def test_shutdown_grace_cancels_slow_downloads_and_keeps_them(tmp_path: Path) ->
         assert job.stop(first, signal.SIGINT) == 0, first.log()[-3000:]
         took = time.monotonic() - stopping
         stats = first.stats()
-        job.finish()
+        last = job.finish()
         log = farm.read_log()
     assert took < 5.0, f"the crawl waited {took:.1f}s for downloads that take 8s"
     assert stats["aimd/shutdown/cancelled"] >= 1
     assert set(hanging) & first.left, "a cancelled request left the frontier"
+    # What the stat says was left is what the next run finds: the cancelled ones too.
+    assert stats["aimd/jobdir/queued_at_close"] == last.stats()["aimd/jobdir/restored"]
     for name, summary in summarize(log, specs).items():
         assert summary.pages_fetched == summary.pages_total, (name, summary)
 
