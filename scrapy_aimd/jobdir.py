@@ -94,6 +94,7 @@ __all__ = [
     "RequestCodec",
     "check_frontier",
     "check_jobdir",
+    "check_not_stock",
 ]
 
 logger = logging.getLogger(__name__)
@@ -317,6 +318,20 @@ def check_frontier(frontier: Path, *, spider: str | None = None) -> None:
 def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None:
     """Refuse a JOBDIR that would resume wrongly: one of Scrapy's own scheduler,
     or seen requests without the frontier that they go with."""
+    check_not_stock(path, frontier)
+    if frontier.exists() and frontier.stat().st_size > 0:
+        return
+    if isinstance(dupefilter, AimdDupeFilter) and len(dupefilter):
+        raise JobdirError(
+            f"{dupefilter.path} holds {len(dupefilter)} seen request keys but {frontier} "
+            f"is missing: the requests that were queued would never be fetched. Restore "
+            f"{frontier.name}, or start a new JOBDIR."
+        )
+
+
+def check_not_stock(path: Path, frontier: Path) -> None:
+    """Refuse a JOBDIR of Scrapy's own scheduler. Called before the dupefilter
+    opens its file too: refused, the JOBDIR is left as it was, for Scrapy."""
     has_frontier = frontier.exists() and frontier.stat().st_size > 0
     stock_queue = path / STOCK_QUEUE
     stock_seen = path / STOCK_SEEN
@@ -328,14 +343,6 @@ def check_jobdir(path: Path, frontier: Path, dupefilter: BaseDupeFilter) -> None
                 f"scrapy-aimd cannot resume that JOBDIR. Resume it without scrapy-aimd, "
                 f"or use a new JOBDIR."
             )
-    if has_frontier:
-        return
-    if isinstance(dupefilter, AimdDupeFilter) and len(dupefilter):
-        raise JobdirError(
-            f"{dupefilter.path} holds {len(dupefilter)} seen request keys but {frontier} "
-            f"is missing: the requests that were queued would never be fetched. Restore "
-            f"{frontier.name}, or start a new JOBDIR."
-        )
 
 
 class Jobdir:

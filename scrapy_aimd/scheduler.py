@@ -48,7 +48,13 @@ from scrapy_aimd.crawl import (
     when_written,
 )
 from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.jobdir import FRONTIER_FILENAME, Jobdir, check_frontier, check_jobdir
+from scrapy_aimd.jobdir import (
+    FRONTIER_FILENAME,
+    Jobdir,
+    check_frontier,
+    check_jobdir,
+    check_not_stock,
+)
 from scrapy_aimd.outside import OutsideGate
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
@@ -590,6 +596,7 @@ def _prepare(crawler: Crawler) -> _Prepared:
         # Before the dupefilter opens its file: a JOBDIR in use is not touched.
         spider = getattr(crawler.spidercls, "name", None)
         check_frontier(Path(jobdir, FRONTIER_FILENAME), spider=spider)
+        check_not_stock(Path(jobdir), Path(jobdir, FRONTIER_FILENAME))
     dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
     if jobdir:
         check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)

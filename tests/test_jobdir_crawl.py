@@ -302,6 +302,8 @@ def test_a_corrupted_or_foreign_jobdir_stops_the_crawl_naming_the_path(tmp_path:
     assert f"{frontier} is not a scrapy-aimd frontier" in run.log()
     assert f"{job.jobdir / 'requests.queue'} was written by Scrapy's own scheduler" in stock.log()
     assert not farm.read_log(), "a crawl started over the old data"
+    # Refused, the JOBDIR is left as it was: Scrapy's own scheduler still resumes it.
+    assert sorted(p.name for p in job.jobdir.iterdir()) == ["requests.queue"]
 
 
 def test_a_resumed_crawl_keeps_the_pause_and_the_robots_rules(tmp_path: Path) -> None:
