@@ -16,6 +16,10 @@ host's later answers, for the next call (see :class:`Contention`).
 - :meth:`FleetFrontier.done`: the crawl is done with requests (their callbacks
   ran, their children are pushed): their leases go. Until then a worker killed
   loses nothing: the lease expires and the request is queued again.
+- :meth:`FleetFrontier.give_up`: ``AIMD_HOST_GIVE_UP`` ran out for a host: it
+  is given up on fleet-wide (``P:gaveup``) and its queue is taken out whole;
+  pushes and claims that meet its requests later hand them back to fail
+  (:meth:`FleetFrontier.take_gave_up`).
 
 What need not be answered at once waits for the next claim and goes with it,
 in the same script: answers whose reaction cannot be a refusal
