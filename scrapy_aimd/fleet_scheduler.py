@@ -43,6 +43,7 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 
+from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
@@ -72,6 +73,7 @@ from scrapy_aimd.fleet import (
 )
 from scrapy_aimd.fleet.connection import masked_url
 from scrapy_aimd.fleet.redis_store import lease_time
+from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
@@ -239,6 +241,15 @@ class FleetScheduler:
         self._renewal: Any = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
+        #: AIMD_HOST_GIVE_UP, fed by the answers this worker applies: the first
+        #: worker whose budget for a host runs out gives it up fleet-wide.
+        self.budget = GiveUpBudget(
+            read_float(crawler.settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
+        )
+        #: Requests of hosts given up on, handed out first for the feedback
+        #: middleware to fail with ``HostGaveUp``: drained from Redis by this
+        #: worker, pushed by it since, back from a lease, or claimed before.
+        self.given_up: deque[Request] = deque()
         #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
         #: each with when to ask again (this worker's clock).
         self.robots_waiting: list[list[Any]] = []
@@ -416,7 +427,10 @@ class FleetScheduler:
         ]
 
     def has_pending_requests(self) -> bool:
+        self._take_given_up()
         if self.local or self.pending or self.claims or self.claimed or self.robots_waiting:
+            return True
+        if self.given_up:
             return True
         if self.frontier is not None and self.frontier.waiting:
             return True
@@ -567,6 +581,8 @@ class FleetScheduler:
             elif not queued:
                 self._duplicate(item.item)
         self._status = None
+        if self._take_given_up():  # of hosts given up on: failed at the next call
+            self.wake.now()
 
     def _duplicate(self, request: Request) -> None:
         """A request the shared seen set already held: logged as the dupefilter
@@ -592,12 +608,18 @@ class FleetScheduler:
         if now - self._done_at >= DONE_EVERY:
             self._done_at = now
             self._finish_done(force=False)
+        if self.given_up or self._take_given_up():
+            return self._hand_out_given_up()
         if self.robots_waiting:
             robots = self._hold_robots(now)
             if robots is not None:
                 return robots
         if self.local:
-            return self.local.popleft()
+            request = self.local.popleft()
+            if request_host(request) in self.frontier.given_up:
+                self.given_up.append(request)
+                return self._hand_out_given_up()
+            return request
         if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
             self._give_back_claimed()
         if self.claimed:
@@ -606,6 +628,12 @@ class FleetScheduler:
             if self._ran_out(now):
                 return None
             claims = self.frontier.claim_many(self._room())
+            self._take_given_up()
+            if self.given_up:  # pushed for, or back in the queues of, given-up hosts
+                if isinstance(claims, list):
+                    self.claimed.extend((claim, now) for claim in claims)
+                    self._claimed_at = now
+                return self._hand_out_given_up()
             if not isinstance(claims, list):
                 wait = min(POLL, max(0.0, claims.ready_at - claims.now))
                 self.wake.arm(now + wait, now)
@@ -616,6 +644,13 @@ class FleetScheduler:
         if self.claimed:  # the engine asks again at once; if not, soon
             self.wake.arm(now + CLAIMED_FOR / 2, now)
         request = claim.item
+        if claim.host in self.frontier.given_up:
+            # Claimed before its host was given up on: its lease goes (its place
+            # freed with it), and it fails here.
+            self.frontier.done_later([claim.lease])
+            self._flush_soon()
+            self.given_up.append(request)
+            return self._hand_out_given_up()
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
             # robots.txt (its fetch is started). Sent later, after the rules came,
@@ -647,6 +682,62 @@ class FleetScheduler:
             return False
         self.wake.arm(now + min(POLL, wait), now)
         return True
+
+    def _take_given_up(self) -> bool:
+        """Requests of hosts given up on that Redis handed to this worker, to the
+        ``given_up`` queue (their hosts noted in the budget: this worker never
+        gives them up again); True if any came."""
+        if self.frontier is None:
+            return False
+        taken = self.frontier.take_gave_up()
+        for host, request in taken:
+            self.budget.given_up.add(host)
+            self.given_up.append(request)
+        return bool(taken)
+
+    def _hand_out_given_up(self) -> Request:
+        request = self.given_up.popleft()
+        # Its host's, not its copies': an errback's fallback to another host goes on.
+        request.meta[give_up_setting.META] = request_host(request)
+        self.stats.inc_value("aimd/host_gave_up/requests")
+        return request
+
+    def _give_up_on(self, host: str, now: float) -> None:
+        """This worker's budget for the host ran out: the host is given up on
+        fleet-wide, unless another worker did first (then it was counted and
+        logged there), and its queue is failed here."""
+        assert self.frontier is not None
+        try:
+            first, taken = self.frontier.give_up(host)
+        except Exception as exc:
+            self._stop(exc, "give_up")
+            return
+        self._take_given_up()
+        if first:
+            self.stats.inc_value("aimd/host_gave_up/hosts")
+            logger.warning(
+                "Giving up on %s fleet-wide: no success for %.0fs while it refused or "
+                "timed out (AIMD_HOST_GIVE_UP=%g); its %d queued requests fail with "
+                "HostGaveUp, and so do the requests of it that come later, in any worker",
+                host,
+                self.budget.trouble_for(host, now),
+                self.budget.budget,
+                taken,
+            )
+        self.wake.now()
+
+    def _judge(self, host: str, feedback: Mapping[str, Any]) -> None:
+        """The give-up budget's rule, as in a single process: a timeout or a
+        throttle status is trouble, any other status a success."""
+        status = feedback.get("status")
+        if feedback.get("timeout") or (
+            status is not None and status in self.configs.for_host(host).throttle_codes
+        ):
+            now = self.clock()
+            if self.budget.troubled(host, now):
+                self._give_up_on(host, now)
+        elif status is not None:
+            self.budget.succeeded(host)
 
     def _room(self) -> int:
         """How many requests to claim: as many as the downloader has room for (the
@@ -956,8 +1047,10 @@ class FleetScheduler:
             at = self.fleet.now()
         if ROBOTS_META in request.meta:
             self.robots_answers[request] = (at, feedback)
-            return
-        self._answer(request, claim, at, feedback, later=self._may_wait(claim.host, feedback))
+        else:
+            self._answer(request, claim, at, feedback, later=self._may_wait(claim.host, feedback))
+        if not self.lost:
+            self._judge(claim.host, feedback)
 
     def _may_wait(self, host: str, feedback: Mapping[str, Any]) -> bool:
         """The answer can wait for the next claim: its reaction cannot be a refusal

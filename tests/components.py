@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -183,6 +184,15 @@ class ErrbackSpider(FarmSpider):
 
     def failed(self, failure: Any) -> Any:
         yield {"url": failure.request.url, "error": type(failure.value).__name__}
+
+
+class TimedErrbackSpider(ErrbackSpider):
+    """As ``ErrbackSpider``, each failure's item also saying when its errback ran."""
+
+    name = "timed_errback"
+
+    def failed(self, failure: Any) -> Any:
+        yield {"url": failure.request.url, "error": type(failure.value).__name__, "t": time.time()}
 
 
 class ReactorWatchingSpider(FarmSpider):

@@ -65,6 +65,7 @@ _SCRIPTS: Final = (
     "sent",
     "robots",
     "robots_put",
+    "giveup",
 )
 _KEY_ERROR: Final = "AIMDKEY "
 

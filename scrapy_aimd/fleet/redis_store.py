@@ -16,6 +16,10 @@ host's later answers, for the next call (see :class:`Contention`).
 - :meth:`FleetFrontier.done`: the crawl is done with requests (their callbacks
   ran, their children are pushed): their leases go. Until then a worker killed
   loses nothing: the lease expires and the request is queued again.
+- :meth:`FleetFrontier.give_up`: ``AIMD_HOST_GIVE_UP`` ran out for a host: it
+  is given up on fleet-wide (``P:gaveup``) and its queue is taken out whole;
+  pushes and claims that meet its requests later hand them back to fail
+  (:meth:`FleetFrontier.take_gave_up`).
 
 What need not be answered at once waits for the next claim and goes with it,
 in the same script: answers whose reaction cannot be a refusal
@@ -297,16 +301,21 @@ class _Push(Generic[T]):
     def took(self, arrivals: Sequence[Any]) -> None:
         """The script's reply, an arrival number (0: seen) for each request sent."""
         result: list[bool | None] = [None] * len(self.items)
-        queued = 0
+        queued = seen = 0
         for index, arrival in zip(self.places, arrivals, strict=True):
             number = int(arrival)
-            result[index] = number > 0
-            if number:
+            result[index] = number != 0
+            if number > 0:
                 queued += 1
                 self.frontier._keep_own(f"{number:016x}", self.items[index].item)
+            elif number < 0:  # its host was given up on: the caller fails it
+                item = self.items[index]
+                self.frontier._gave_up_on(item.host, [item.item])
+            else:
+                seen += 1
         counters = self.frontier.counters
         counters.pushed += queued
-        counters.duplicates += len(self.places) - queued
+        counters.duplicates += seen
         self.then(result)
 
 
@@ -424,13 +433,22 @@ class FleetFrontier(Generic[T]):
         #: Hosts whose answers wait for another worker's turn: until when (the
         #: fleet's clock).
         self._turns: dict[str, float] = {}
+        #: Hosts given up on fleet-wide (AIMD_HOST_GIVE_UP) that this worker
+        #: learnt of: from its own :meth:`give_up`, or from a push or a claim
+        #: that handed it requests of theirs.
+        self.given_up: set[str] = set()
+        #: Requests of hosts given up on that Redis handed to this worker, with
+        #: their hosts, for the caller to fail (see :meth:`take_gave_up`).
+        self._gave_up: list[tuple[str, T]] = []
 
     # -- queue -------------------------------------------------------------------------
 
     def push(self, items: Sequence[Item[T]]) -> list[bool | None]:
         """Queue requests; one round trip per :data:`PUSH_BATCH`. For each: True if
-        queued, False if its key was seen already, None if it cannot be serialized
-        (the caller keeps it locally; counted in ``unserializable``)."""
+        queued, or taken for a host given up on (not queued: it waits in
+        :meth:`take_gave_up` to be failed), False if its key was seen already,
+        None if it cannot be serialized (the caller keeps it locally; counted in
+        ``unserializable``)."""
         got: list[list[bool | None]] = []
         try:
             self.flush()  # in order: what waits was queued first
@@ -721,7 +739,13 @@ class FleetFrontier(Generic[T]):
             self._answers[:0] = retries
             if self._again is not None:
                 self._again()
-        return reply.records
+        records = reply.records
+        if any(record[0] == b"2" for record in records):
+            for record in records:
+                if record[0] == b"2":  # a host given up on: what its queue held
+                    self._drained(record[1], record[2:])
+            records = [record for record in records if record[0] != b"2"]
+        return records
 
     def _put_back(
         self,
@@ -965,6 +989,44 @@ class FleetFrontier(Generic[T]):
             return Wait(ready_at=float(reply[1]), now=now, queued=0, leased=0)
         lease_id, claimed_host, started, expires = self._claimed(reply)
         return Claim(lease_id, claimed_host, item, started, expires)
+
+    # -- giving up on a host (AIMD_HOST_GIVE_UP) ---------------------------------------
+
+    def give_up(self, host: str) -> tuple[bool, int]:
+        """Give ``host`` up fleet-wide (one round trip, after what waits): its
+        queued requests are taken out of Redis in the same script and wait in
+        :meth:`take_gave_up`, to be failed; its requests pushed or coming back
+        later, by any worker, are never queued again. Returns whether this call
+        gave it up (False: another worker did first) and how many requests it
+        took."""
+        self.flush()  # the host's requests waiting to go are queued first, then taken
+        added, *members = self.fleet.call("giveup", host)
+        taken = self._drained(host.encode("utf-8", "surrogateescape"), members)
+        return int(added) == 1, taken
+
+    def take_gave_up(self) -> list[tuple[str, T]]:
+        """The requests of hosts given up on that Redis handed to this worker
+        (drained, pushed, or back from a lease), with their hosts; each once."""
+        taken, self._gave_up = self._gave_up, []
+        return taken
+
+    def _gave_up_on(self, host: str, items: Iterable[T]) -> None:
+        self.given_up.add(host)
+        self._gave_up.extend((host, item) for item in items)
+
+    def _drained(self, host_bytes: bytes, members: Sequence[bytes]) -> int:
+        """Requests taken out of a given-up host's queue, for the caller to fail;
+        one that cannot be read is dropped, as a claim drops it. Returns how many."""
+        host = host_bytes.decode("utf-8", "surrogateescape")
+        items: list[T] = []
+        for member in members:
+            try:
+                items.append(self._item(member))
+            except Exception:
+                self.counters.undecodable += 1
+                logger.exception("Dropping a request of %s, given up on, that cannot be read", host)
+        self._gave_up_on(host, items)
+        return len(items)
 
     # -- feedback ----------------------------------------------------------------------
 

@@ -32,6 +32,9 @@
 -- log entries and those (the log if asked: else 0); or 0 (lost) or 2 (another
 -- worker's turn), version, state, tickets, the turn's end (for 0: the turn
 -- granted to this worker, '' for none), the count and the log.
+-- Last, a record for each host given up on (P:gaveup) whose queue the claims
+-- found requests in (an expired lease's, one given back): 2, host, the
+-- members drained (drain, common.lua), for this worker to fail.
 check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -132,14 +135,22 @@ local reaped = reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
 local lease_time = tonumber(ARGV[2])
 local claims = {}
+local gone = {}
 while #claims < wanted do
   local first = call('ZRANGEBYSCORE', hosts, '-inf', fmt(now), 'LIMIT', 0, 1)
   if #first == 0 then
     break
   end
   local host = first[1]
-  local at = ready_at(host)
-  if at > now then
+  local gave_up = given_up(host)
+  local at = gave_up and -INF or ready_at(host)
+  if gave_up then
+    -- Requests back in the queue of a host given up on (an expired lease's, one
+    -- given back): not claimed, handed to this worker to fail.
+    local record = {2, host}
+    extend(record, drain(host, now))
+    gone[#gone + 1] = record
+  elseif at > now then
     call('ZADD', hosts, fmt(at), host)
   else
     local popped = call('ZPOPMIN', queue_key(host))
@@ -189,4 +200,5 @@ if #claims < wanted then
   claims[#claims + 1] = {0, next_host[2] or 'inf', fmt(now), fmt(queued),
     call('ZCARD', P .. ':leases'), #claims == 0 and reaped or 0}
 end
+extend(claims, gone)
 return reply(claims)

@@ -95,12 +95,20 @@ local function settle_send(host, id)
   end
 end
 
+-- Hosts given up on fleet-wide (AIMD_HOST_GIVE_UP, giveup.lua): a set of names.
+local function given_up(host)
+  return call('SISMEMBER', P .. ':gaveup', host) == 1
+end
+
 -- File the host in the hosts' sorted set by when it may start, or take it
--- out when nothing is queued for it.
+-- out when nothing is queued for it. A host given up on is filed first (-inf):
+-- the next claim hands what came back to its queue to its worker to fail.
 local function rescore(host)
   local hosts = P .. ':hosts'
   if call('ZCARD', queue_key(host)) == 0 then
     call('ZREM', hosts, host)
+  elseif given_up(host) then
+    call('ZADD', hosts, '-inf', host)
   else
     call('ZADD', hosts, fmt(ready_at(host)), host)
   end
@@ -133,6 +141,23 @@ local function note_idle(now)
   if queued <= 0 and call('ZCARD', P .. ':leases') == 0 then
     call('SET', P .. ':idle_since', fmt(now))
   end
+end
+
+-- The queue of a host given up on, taken whole: its members (in queue order),
+-- removed with the fleet's count of queued requests (P:n) and the hosts' index
+-- kept right; the fleet is idle from now if nothing else is queued or leased.
+-- The leases of the host's requests in flight stay (their places, their
+-- in-flight count): their answers and their done free them as ever.
+local function drain(host, now)
+  local queue = queue_key(host)
+  local members = call('ZRANGE', queue, 0, -1)
+  if #members > 0 then
+    call('DEL', queue)
+    call('DECRBY', P .. ':n', #members)
+  end
+  call('ZREM', P .. ':hosts', host)
+  note_idle(now)
+  return members
 end
 
 -- A lease's request back to its host's queue, its place freed; false if the
@@ -358,8 +383,9 @@ end
 -- Queues requests: from ARGV[first], count of 7 values each (host, score, body,
 -- seen bucket ('' for none), seen member, the host's initial gap, limit).
 -- Adds each request's key to the seen set if absent (or takes it anyway when
--- no bucket is given) and queues it. Returns a table of each one's arrival
--- number (queued: the head of its member, in hex) or 0 (seen).
+-- no bucket is given) and queues it, unless its host was given up on. Returns
+-- a table of each one's arrival number (queued: the head of its member, in
+-- hex), 0 (seen) or -1 (its host given up on: not queued, the worker fails it).
 local function push_requests(first, count)
   local out = {}
   local queued, added = 0, 0
@@ -371,7 +397,9 @@ local function push_requests(first, count)
       new = call('SADD', P .. ':s:' .. bucket, member)
       added = added + new
     end
-    if new == 1 then
+    if new == 1 and given_up(host) then
+      new = -1
+    elseif new == 1 then
       local arrival = call('INCR', P .. ':arrival')
       new = arrival
       call('ZADD', queue_key(host), score, string.format('%016x', arrival) .. body)
