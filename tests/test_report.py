@@ -829,7 +829,13 @@ def test_what_bounded_a_host_is_one_of_five_kinds() -> None:
     )
     assert limited.label == "rate limit"
     ceiling = bounded_by({}, limit=2, share_at_limit=0.9)
-    assert "limit of 2 requests in flight for 90%" in ceiling.sentence
+    assert "reached its limit of 2 requests in flight in 90% of its 1s intervals" in (
+        ceiling.sentence
+    )
+    # Said as measured: a peak per interval, not the time spent at the limit (a
+    # host alive for 0.8 s that reached its limit once per 100 ms is not "at it 100%").
+    short = bounded_by({}, limit=8, share_at_limit=1.0, limit_tick=0.1)
+    assert "limit of 8 requests in flight in 100% of its 100ms intervals" in short.sentence
     assert "seldom filled" in bounded_by({}, limit=8, share_at_limit=0.1).sentence
 
 

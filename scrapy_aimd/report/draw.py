@@ -448,6 +448,7 @@ def bounded_by(
     share_at_floor: float = 0.0,
     limit: int | None = None,
     share_at_limit: float = 0.0,
+    limit_tick: float = 1.0,
 ) -> Bound:
     """Crawl-delay, rate limit, capacity, latency or none: what held the host back.
 
@@ -457,8 +458,9 @@ def bounded_by(
     wins over pushbacks; otherwise the kind of pushback seen most does (a tie goes
     to the rate limit, then capacity: those cost the most). A host that never
     pushed back and has no Crawl-delay was bounded by nothing of its own: the
-    sentence then says whether it ran at its concurrency ``limit`` (a ceiling from
-    the settings) for most of its time (``share_at_limit``), or seldom filled it.
+    sentence then says whether it reached its concurrency ``limit`` (a ceiling from
+    the settings) in most of its intervals of ``limit_tick`` seconds
+    (``share_at_limit``), or seldom filled it.
     """
     counts: dict[BoundKind, int] = {"rate_limit": pauses, "capacity": 0, "latency": 0}
     for reason, count in reasons.items():
@@ -499,10 +501,10 @@ def bounded_by(
     if limit is not None and share_at_limit >= 0.5:
         return Bound(
             "none",
-            "Nothing of its own bounded it (no pushback, no Crawl-delay): it had its limit of "
-            f"{limit} request{'s' * (limit != 1)} in flight for {share_at_limit:.0%} of its "
-            "time, a ceiling from the settings (AIMD_MAX_CONCURRENCY, AIMD_HOSTS, "
-            "CONCURRENT_REQUESTS).",
+            "Nothing of its own bounded it (no pushback, no Crawl-delay): it reached its "
+            f"limit of {limit} request{'s' * (limit != 1)} in flight in {share_at_limit:.0%} "
+            f"of its {format_seconds(limit_tick)} intervals, a ceiling from the settings "
+            "(AIMD_MAX_CONCURRENCY, AIMD_HOSTS, CONCURRENT_REQUESTS).",
         )
     return Bound(
         "none",

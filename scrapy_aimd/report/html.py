@@ -187,6 +187,7 @@ def host_bound(crawl: Crawl, name: str) -> Bound:
             stop,
             host_tick(host),
         ),
+        limit_tick=host_tick(host),
     )
 
 
