@@ -727,17 +727,16 @@ class FleetScheduler:
         self.wake.now()
 
     def _judge(self, host: str, feedback: Mapping[str, Any]) -> None:
-        """The give-up budget's rule, as in a single process: a timeout or a
-        throttle status is trouble, any other status a success."""
-        status = feedback.get("status")
-        if feedback.get("timeout") or (
-            status is not None and status in self.configs.for_host(host).throttle_codes
+        """The answer to the give-up budget, by its rule (as in a single process)."""
+        now = self.clock()
+        if self.budget.answered(
+            host,
+            now,
+            status=feedback.get("status"),
+            timeout=bool(feedback.get("timeout")),
+            throttle_codes=self.configs.for_host(host).throttle_codes,
         ):
-            now = self.clock()
-            if self.budget.troubled(host, now):
-                self._give_up_on(host, now)
-        elif status is not None:
-            self.budget.succeeded(host)
+            self._give_up_on(host, now)
 
     def _room(self) -> int:
         """How many requests to claim: as many as the downloader has room for (the

@@ -11,6 +11,8 @@ so that a later run tries them again.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from scrapy.exceptions import IgnoreRequest
 
 SETTING = "AIMD_HOST_GIVE_UP"
@@ -32,6 +34,24 @@ class GiveUpBudget:
         self.budget = budget
         self._trouble_since: dict[str, float] = {}
         self.given_up: set[str] = set()
+
+    def answered(
+        self,
+        host: str,
+        now: float,
+        *,
+        status: int | None,
+        timeout: bool,
+        throttle_codes: Collection[int],
+    ) -> bool:
+        """An answer of the host, ``status`` None for a failure: a timeout or a
+        throttle status is trouble, any other status a success, and a failure
+        without either changes nothing. True when this uses up its budget."""
+        if timeout or (status is not None and status in throttle_codes):
+            return self.troubled(host, now)
+        if status is not None:
+            self.succeeded(host)
+        return False
 
     def succeeded(self, host: str) -> None:
         """The host answered without refusing: its budget is whole again."""

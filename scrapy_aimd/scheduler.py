@@ -392,10 +392,8 @@ class AimdScheduler:
         self.given_up.extend(self.frontier.drain(host))
         self.wake.now()
 
-    def _troubled(self, host: str, now: float) -> None:
-        """A refusal or a timeout: past ``AIMD_HOST_GIVE_UP``, the host's queue ends."""
-        if not self.budget.troubled(host, now):
-            return
+    def _gave_up(self, host: str, now: float) -> None:
+        """``AIMD_HOST_GIVE_UP`` ran out for the host: its queue ends."""
         self.stats.inc_value("aimd/host_gave_up/hosts")
         logger.warning(
             "Giving up on %s: no success for %.0fs while it refused or timed out "
@@ -482,10 +480,10 @@ class AimdScheduler:
             self.reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency
             )
-        if timeout or (status is not None and status in controller.cfg.throttle_codes):
-            self._troubled(host, now)
-        elif status is not None:
-            self.budget.succeeded(host)
+        if self.budget.answered(
+            host, now, status=status, timeout=timeout, throttle_codes=controller.cfg.throttle_codes
+        ):
+            self._gave_up(host, now)
         # For the feedback middleware, which requeues the request if this says so.
         flight = self.flights.get(request)
         if flight is not None:

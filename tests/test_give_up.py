@@ -27,3 +27,22 @@ def test_a_budget_of_zero_never_gives_up() -> None:
     budget = GiveUpBudget(0.0)
     budget.troubled("a", 0.0)
     assert not budget.troubled("a", 1e9)
+
+
+def test_an_answer_is_trouble_a_success_or_nothing_by_its_status() -> None:
+    """The one rule both schedulers feed the budget by: a throttle status or a
+    timeout is trouble, any other status a success, a failure without a status
+    nothing."""
+    budget = GiveUpBudget(10.0)
+    codes = frozenset({429, 503})
+
+    def answer(at: float, status: int | None, timeout: bool = False) -> bool:
+        return budget.answered("a", at, status=status, timeout=timeout, throttle_codes=codes)
+
+    assert not answer(0.0, 429)
+    assert not answer(5.0, None)  # a connection refused: still in trouble since 0
+    assert not answer(6.0, 404)  # an answer, not a refusal: whole again
+    assert not answer(7.0, 503)
+    assert not answer(16.0, None, timeout=True)
+    assert answer(17.0, 429)  # 10 s of trouble since 7
+    assert budget.given_up == {"a"}
