@@ -75,6 +75,7 @@ from scrapy_aimd.crawl import request_host
 from scrapy_aimd.events import DuplicateHosts
 from scrapy_aimd.fingerprint import (
     AimdRequestFingerprinter,
+    key_at_url_function,
     redirected_to_same_key,
     request_key_function,
     rules_id_of,
@@ -314,6 +315,7 @@ class AimdDupeFilter:
     ) -> None:
         self.fingerprinter = fingerprinter or AimdRequestFingerprinter()
         self._request_key = request_key_function(self.fingerprinter)
+        self._key_at = key_at_url_function(self.fingerprinter)
         self.rules_id = rules_id_of(self.fingerprinter)
         self.debug = debug
         self.logdupes = True
@@ -403,17 +405,10 @@ class AimdDupeFilter:
             if self._file is not None:
                 self._buffer(key)
             return False
-        if redirected_to_same_key(request, key, partial(self._key_for_url, request)):
+        if redirected_to_same_key(request, key, partial(self._key_at, request)):
             self._inc_stat("aimd/dupefilter/redirect_same_key")
             return False
         return True
-
-    def _key_for_url(self, request: Request, url: str) -> int:
-        fingerprinter = self.fingerprinter
-        if isinstance(fingerprinter, AimdRequestFingerprinter):
-            verbatim = bool(request.meta.get("verbatim_url"))
-            return fingerprinter.url_key(request.method, url, request.body, verbatim=verbatim)
-        return self._request_key(request.replace(url=url))
 
     def _buffer(self, key: int) -> None:
         if len(self._pending) >= BATCH_KEYS:

@@ -32,6 +32,7 @@ __all__ = [
     "FINGERPRINT_VERSION",
     "AimdRequestFingerprinter",
     "canonicalizer_from_settings",
+    "key_at_url_function",
     "redirected_to_same_key",
     "request_key_function",
     "rules_id_of",
@@ -109,11 +110,13 @@ class AimdRequestFingerprinter:
         source's, the cache answers it with the redirect it follows, and the
         page behind is lost. Duplicates go by :meth:`request_key` alone."""
         key = self.request_key(request)
-        if redirected_to_same_key(request, key, partial(self._key_like, request)):
+        if redirected_to_same_key(request, key, partial(self.key_at, request)):
             key = self._redirect_key(request)
         return key.to_bytes(8, "big")
 
-    def _key_like(self, request: Request, url: str) -> int:
+    def key_at(self, request: Request, url: str) -> int:
+        """The key ``request`` would have at ``url`` (its method, body and
+        ``verbatim_url`` kept), without making the request."""
         verbatim = bool(request.meta.get("verbatim_url"))
         return self.url_key(request.method, url, request.body, verbatim=verbatim)
 
@@ -168,6 +171,19 @@ def rules_id_of(fingerprinter: object) -> str:
         return rules_id
     cls = type(fingerprinter)
     return f"fingerprinter:{cls.__module__}.{cls.__qualname__}"
+
+
+def key_at_url_function(fingerprinter: object) -> Callable[[Request, str], int]:
+    """The 64-bit key a request would have at another URL, by ``fingerprinter``:
+    ours from the URL alone, any other's from a copy of the request."""
+    if isinstance(fingerprinter, AimdRequestFingerprinter):
+        return fingerprinter.key_at
+    request_key = request_key_function(fingerprinter)
+
+    def of_a_copy(request: Request, url: str) -> int:
+        return request_key(request.replace(url=url))
+
+    return of_a_copy
 
 
 def request_key_function(fingerprinter: object) -> Callable[[Request], int]:

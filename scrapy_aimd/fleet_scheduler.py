@@ -60,7 +60,12 @@ from scrapy_aimd.crawl import (
     when_written,
 )
 from scrapy_aimd.events import EventLog
-from scrapy_aimd.fingerprint import redirected_to_same_key, request_key_function, rules_id_of
+from scrapy_aimd.fingerprint import (
+    key_at_url_function,
+    redirected_to_same_key,
+    request_key_function,
+    rules_id_of,
+)
 from scrapy_aimd.fleet import (
     Claim,
     Fleet,
@@ -232,6 +237,7 @@ class FleetScheduler:
         self._request_key: Callable[[Request], int] = request_key_function(
             crawler.request_fingerprinter
         )
+        self._key_at = key_at_url_function(crawler.request_fingerprinter)
         self.spider: Spider | None = None
         self.df: BaseDupeFilter | None = None
         self.robots: RobotsTxtMiddleware | None = None
@@ -557,9 +563,7 @@ class FleetScheduler:
         """The request's 64-bit key; None for a redirect to a URL of the same key as
         where it came from (it would be dropped as its own duplicate: scrapy #1225)."""
         key = self._request_key(request)
-        if redirected_to_same_key(
-            request, key, lambda url: self._request_key(request.replace(url=url))
-        ):
+        if redirected_to_same_key(request, key, partial(self._key_at, request)):
             self.stats.inc_value("aimd/dupefilter/redirect_same_key")
             return None
         return key
