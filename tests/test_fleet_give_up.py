@@ -5,8 +5,6 @@ host's requests that come later, from any worker, fail too."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import logging
 import time
@@ -16,12 +14,10 @@ from typing import Any
 
 import pytest
 import redis
+from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
-from scrapy import Request, Spider
-from scrapy.core.engine import ExecutionEngine
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.test import get_crawler
+from scrapy import Request
 
 from scrapy_aimd import give_up
 from scrapy_aimd.core.controller import ControllerConfig
@@ -119,59 +115,12 @@ def test_the_fleets_given_up_hosts_are_cleared_with_it(
 # -- the scheduler: the budget and the requests failed ----------------------------------
 
 
-class _Spider(Spider):
-    name = "fleet-give-up"
-
-    def parse(self, response: Any) -> None:
-        pass
-
-
-Workers = Callable[..., FleetScheduler]
-
-
 @pytest.fixture
 def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
     """Fleet schedulers of one fleet, opened: each call makes another."""
-    made: list[FleetScheduler] = []
-
-    def make(**settings: Any) -> FleetScheduler:
-        crawler = get_crawler(
-            _Spider,
-            {
-                "AIMD_REDIS_URL": server.url,
-                "AIMD_FLEET_KEY": prefix,
-                "ADDONS": {"scrapy_aimd.Addon": 500},
-                "ROBOTSTXT_OBEY": False,
-                "DOWNLOAD_HANDLERS": {"http": None, "https": None},  # nothing is sent
-                "AIMD_ADAPTIVE_CONCURRENCY": False,
-                "AIMD_MAX_CONCURRENCY": 4,
-                **settings,
-            },
-        )
-        crawler.spider = crawler._create_spider()
-        crawler.engine = ExecutionEngine(crawler, lambda _: None)
-        scheduler = FleetScheduler.from_crawler(crawler)
-        assert scheduler is not None
-        scheduler.open(crawler.spider, BaseDupeFilter())
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.fleet.close()
-
-
-def in_a_loop(test: Callable[..., None]) -> Callable[..., None]:
-    """The test, run inside a running asyncio loop (Scrapy's call_later needs one)."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        async def main() -> None:
-            test(*args, **kwargs)
-
-        asyncio.run(main())
-
-    return run
+    yield from fleet_schedulers(
+        server.url, prefix, AIMD_ADAPTIVE_CONCURRENCY=False, AIMD_MAX_CONCURRENCY=4
+    )
 
 
 def hand_out_all(scheduler: FleetScheduler) -> list[Request]:

@@ -6,20 +6,16 @@ Each test runs in a running asyncio loop, as a crawl's scheduler does (Scrapy's
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
-from scrapy import Request, Spider
-from scrapy.core.engine import ExecutionEngine
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.test import get_crawler
+from scrapy import Request
 
 from scrapy_aimd.fleet import FleetStatus
 from scrapy_aimd.fleet_scheduler import (
@@ -37,57 +33,11 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
 
-Workers = Callable[..., FleetScheduler]
-
-
-class _Spider(Spider):
-    name = "fleet-scheduler"
-
-    def parse(self, response: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
     """Fleet schedulers of one fleet, opened: each call makes another."""
-    made: list[FleetScheduler] = []
-
-    def make(**settings: Any) -> FleetScheduler:
-        crawler = get_crawler(
-            _Spider,
-            {
-                "AIMD_REDIS_URL": server.url,
-                "AIMD_FLEET_KEY": prefix,
-                "ADDONS": {"scrapy_aimd.Addon": 500},
-                "ROBOTSTXT_OBEY": False,
-                "DOWNLOAD_HANDLERS": {"http": None, "https": None},  # nothing is sent
-                **settings,
-            },
-        )
-        crawler.spider = crawler._create_spider()
-        crawler.engine = ExecutionEngine(crawler, lambda _: None)
-        scheduler = FleetScheduler.from_crawler(crawler)
-        assert scheduler is not None
-        scheduler.open(crawler.spider, BaseDupeFilter())
-        made.append(scheduler)
-        return scheduler
-
-    yield make
-    for scheduler in made:
-        scheduler.fleet.close()
-
-
-def in_a_loop(test: Callable[..., None]) -> Callable[..., None]:
-    """The test, run inside a running asyncio loop."""
-
-    @functools.wraps(test)
-    def run(*args: Any, **kwargs: Any) -> None:
-        async def main() -> None:
-            test(*args, **kwargs)
-
-        asyncio.run(main())
-
-    return run
+    yield from fleet_schedulers(server.url, prefix)
 
 
 def answer(scheduler: FleetScheduler, request: Request, status: int, **feedback: Any) -> None:
