@@ -8,13 +8,16 @@ delay of the downloader's own slot as each page saw it (``SlotDelaySpider``).
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl, start_gaps
+from crawling import AIMD, ROOT, CrawlResult, arrival_gaps, run_crawl, start_gaps
 from test_crawl_faults import Answer, serve
 
 from sitefarm import HostSpec, start_farm
@@ -269,6 +272,22 @@ def make_project(root: Path, events: Path) -> Path:
     return root
 
 
+#: The project's events file, from a crawl before: a command that is no crawl keeps it.
+EARLIER_EVENTS = '{"event":"open","t":0}\n'
+
+
+def run_scrapy(project: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``scrapy ARGS`` in the project's directory, as a user runs it there."""
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", *args],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "label"),
     [(["fetch"], "scrapy fetch"), (["shell", "-c", "response.status"], "scrapy shell")],
@@ -276,30 +295,16 @@ def make_project(root: Path, events: Path) -> Path:
 def test_fetch_and_shell_leave_the_projects_events_file_alone(
     tmp_path: Path, command: list[str], label: str
 ) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from crawling import ROOT
-
     events = tmp_path / "events.jsonl"
-    events.write_text('{"event":"open","t":0}\n')  # a crawl's file, from before
+    events.write_text(EARLIER_EVENTS)
     project = make_project(tmp_path / "project", events)
     with start_farm([HostSpec(name="site", pages=2)], max_seconds=60) as farm:
         url = farm.urls["site"] + "/"
-        args = [sys.executable, "-m", "scrapy", command[0], url, *command[1:]]
-        proc = subprocess.run(
-            args,
-            cwd=project,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        proc = run_scrapy(project, [command[0], url, *command[1:]], timeout=60)
         served = farm.read_log()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert any(r["reason"] != "robots" for r in served)
-    assert events.read_text() == '{"event":"open","t":0}\n'
+    assert events.read_text() == EARLIER_EVENTS
     assert f"AIMD_EVENTS_FILE=None under {label}" in proc.stderr
 
 
@@ -321,26 +326,21 @@ class SiteSpider(scrapy.Spider):
 
 
 @pytest.mark.parametrize(
-    ("command", "label"),
+    "command",
     [
-        (["parse", "{url}", "--spider", "site", "-c", "parse"], "scrapy parse"),
-        (["check", "site"], "scrapy check"),
-        (["bench", "-s", "CLOSESPIDER_TIMEOUT=1"], "scrapy bench"),
+        ["parse", "{url}", "--spider", "site", "-c", "parse"],
+        ["check", "site"],
+        ["bench", "-s", "CLOSESPIDER_TIMEOUT=1"],
     ],
+    ids=["parse", "check", "bench"],
 )
 def test_parse_check_and_bench_leave_the_projects_events_file_alone(
-    tmp_path: Path, command: list[str], label: str
+    tmp_path: Path, command: list[str]
 ) -> None:
     """Scrapy's commands that crawl a page or a benchmark with the project's
     settings are not the project's crawl: its events file is kept."""
-    import os
-    import subprocess
-    import sys
-
-    from crawling import ROOT
-
     events = tmp_path / "events.jsonl"
-    events.write_text('{"event":"open","t":0}\n')  # a crawl's file, from before
+    events.write_text(EARLIER_EVENTS)
     project = make_project(tmp_path / "project", events)
     with start_farm([HostSpec(name="site", pages=2)], max_seconds=60) as farm:
         url = farm.urls["site"] + "/"
@@ -349,17 +349,9 @@ def test_parse_check_and_bench_leave_the_projects_events_file_alone(
         (project / "proj" / "spiders" / "site.py").write_text(SPIDER.format(url=url))
         with (project / "proj" / "settings.py").open("a") as settings:
             settings.write('SPIDER_MODULES = ["proj.spiders"]\n')
-        args = [sys.executable, "-m", "scrapy", *(a.format(url=url) for a in command)]
-        proc = subprocess.run(
-            args,
-            cwd=project,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = run_scrapy(project, [a.format(url=url) for a in command], timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert events.read_text() == '{"event":"open","t":0}\n'
+    assert events.read_text() == EARLIER_EVENTS
 
 
 # -- 7. cached responses --------------------------------------------------------------
