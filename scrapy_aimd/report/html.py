@@ -173,6 +173,7 @@ def host_bound(crawl: Crawl, name: str) -> Bound:
     totals = totals or host.counted
     floor, _ = gap_floor(host, totals)
     start, stop = host.active
+    tick = host_tick(host)
     return bounded_by(
         Counter(t.reason for t in host.throttles),
         pauses=totals.pauses,
@@ -185,9 +186,9 @@ def host_bound(crawl: Crawl, name: str) -> Bound:
             [(t, float(v)) for t, v in host.limit],
             start,
             stop,
-            host_tick(host),
+            tick,
         ),
-        limit_tick=host_tick(host),
+        limit_tick=tick,
     )
 
 
