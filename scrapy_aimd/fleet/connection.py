@@ -136,7 +136,7 @@ class Fleet:
         self._scripts = _load_scripts()
         self._shas: dict[str, str] = {}
         self._server_time = 0.0
-        self._local_time = time.monotonic()
+        self._local_time = self._call_sent = time.monotonic()
         #: The connection the scripts go through (see ``_evalsha``).
         self._connection: Any = None
         try:
@@ -209,13 +209,17 @@ class Fleet:
         return f"{self.prefix}:{suffix}"
 
     def now(self) -> float:
-        """Redis's clock, as of the latest reply, moved on by the local clock."""
+        """Redis's clock: the latest reply's server time, moved on by the local
+        clock since its call was sent. The script read the time after that, so
+        this is never behind the server's clock (ahead by at most a round trip):
+        a send timed by it starts the host's gap for every worker no earlier
+        than the send itself, over however slow a link."""
         return self._server_time + (time.monotonic() - self._local_time)
 
     def saw_time(self, server_time: bytes | str | float) -> float:
-        """Set the clock from a reply's server time; returns it."""
+        """Set the clock from the latest call's reply; returns the server time."""
         value = float(server_time)
-        self._server_time, self._local_time = value, time.monotonic()
+        self._server_time, self._local_time = value, self._call_sent
         return value
 
     def call(self, script: str, *args: Any, what: str | Callable[[], str] = "") -> Any:
@@ -266,7 +270,9 @@ class Fleet:
         if connection is None:
             connection = self._connection = self.redis.connection_pool.get_connection()
         try:
-            connection.send_packed_command([pack_evalsha(sha, arguments)], check_health=False)
+            packed = pack_evalsha(sha, arguments)
+            self._call_sent = time.monotonic()
+            connection.send_packed_command([packed], check_health=False)
             return connection.read_response()
         except (redis.ConnectionError, redis.TimeoutError):
             connection.disconnect()
