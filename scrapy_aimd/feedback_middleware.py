@@ -13,6 +13,10 @@ to the scheduler, which holds it until its host is ready again, up to
 host asking for later, not a failed page. Any other answer is left to Scrapy's
 RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
 Scrapy. This middleware decides nothing about the host itself.
+
+It also tells, in the in-flight registry, whether a request may have gone on
+a new connection (:mod:`scrapy_aimd.core.connections`): it sees every send
+and every answer, which is all that the guess needs.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
+from scrapy_aimd.core.connections import OpenConnections
 from scrapy_aimd.core.retry_after import longest_retry_after
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
@@ -65,6 +71,7 @@ class AimdDownloaderMiddleware:
         #: ``RETRY_ENABLED=False``: the user wants no request fetched twice.
         self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
         self.parts = parts
+        self.connections = OpenConnections()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -88,12 +95,17 @@ class AimdDownloaderMiddleware:
             waiter = gate.turn(request)
             if waiter is not None:
                 await maybe_deferred_to_future(waiter)
-        self.flights.open(request).sent_at = self.clock()
+        flight = self.flights.open(request)
+        flight.sent_at = now = self.clock()
+        flight.new_connection = self.connections.sent(_origin(request), now)
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if ROBOTS_META in request.meta:
             response = bounded_robots_response(response)
         sent_at = self._sent_at(request)
+        if sent_at is not None:
+            closes = b"close" in (response.headers.get(b"Connection") or b"").lower()
+            self.connections.answered(_origin(request), self.clock(), kept=not closes)
         status = response.status
         retry_after = None
         if status in self.configs.for_host(request_host(request)).throttle_codes:
@@ -113,6 +125,8 @@ class AimdDownloaderMiddleware:
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         sent_at = self._sent_at(request)
+        if sent_at is not None:
+            self.connections.answered(_origin(request), self.clock(), kept=False)
         timeout = isinstance(exception, TIMEOUT_ERRORS)
         self._send(
             request,
@@ -212,3 +226,9 @@ class AimdDownloaderMiddleware:
         self.stats.inc_value(f"aimd/requeued/{reason}")
         logger.debug("Queued %s again after %s (attempt %d)", request.url, reason, tries + 2)
         return again
+
+
+def _origin(request: Request) -> str:
+    """What the downloader keeps connections by: scheme, host and port."""
+    url = urlparse_cached(request)
+    return f"{url.scheme}://{url.netloc}"

@@ -1017,16 +1017,19 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if (
-            ROBOTS_META not in request.meta
-            and self._controller(claim.host).delay <= 0
-            and (self.robots is None or claim.host in self.robots_settled_hosts)
-        ):
-            return
-        # robots.txt always, and every send of a host until its robots.txt is
-        # settled here: its answer may bring a Crawl-delay that this worker's view
-        # of the host does not show yet (the report goes with the next claim).
-        when_written(lambda: self._report_sent(request, claim))
+        if self._times_sends(request, claim.host):
+            when_written(lambda: self._report_sent(request, claim))
+
+    def _times_sends(self, request: Request, host: str) -> bool:
+        """The host's gap counts from this request's send: a host with a gap, and
+        robots.txt always, and every send of a host until its robots.txt is
+        settled here: its answer may bring a Crawl-delay that this worker's view
+        of the host does not show yet (the report goes with the next claim)."""
+        return (
+            ROBOTS_META in request.meta
+            or self._controller(host).delay > 0
+            or (self.robots is not None and host not in self.robots_settled_hosts)
+        )
 
     def _report_sent(self, request: Request, claim: Claim[Request]) -> None:
         if self.claims.get(request) is not claim or self.lost or self.frontier is None:
@@ -1048,6 +1051,17 @@ class FleetScheduler:
         at = self._answered_at(request, claim, feedback.get("latency"))
         if at is None:
             at = self.fleet.now()
+        flight = self.flights.get(request)
+        if (
+            flight is not None
+            and flight.new_connection
+            and feedback.get("status") is not None
+            and self._times_sends(request, claim.host)
+        ):
+            # Written once its connection was up, by when the host had it at the
+            # latest: the gap counts from here (scrapy_aimd.core.connections). The
+            # report goes before the answer, which frees the lease's place.
+            self.frontier.sent_later(claim, at=at)
         if ROBOTS_META in request.meta:
             self.robots_answers[request] = (at, feedback)
         else:

@@ -40,6 +40,9 @@ class Flight:
     handed_at: float | None = None
     #: When it passed the feedback middleware towards the network.
     sent_at: float | None = None
+    #: It may have needed a new connection, and so been written late
+    #: (:mod:`scrapy_aimd.core.connections`): its send counts from its answer.
+    new_connection: bool = False
     #: What the controller made of its answer, for the feedback middleware.
     reaction: Reaction | None = None
     #: Its JOBDIR row waits until the engine is done with it.

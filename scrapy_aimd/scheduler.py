@@ -447,6 +447,8 @@ class AimdScheduler:
         downloaded: bool = True,
         **_: Any,
     ) -> None:
+        flight = self.flights.get(request)
+        new_connection = flight is not None and flight.new_connection
         taken = self.flights.take_ticket(request)
         if taken is None:  # not handed out by us (engine.download ...), or swept
             return
@@ -468,6 +470,10 @@ class AimdScheduler:
                 host, now, reaction, controller, before, error=error, timeout=timeout
             )
         else:
+            if new_connection:
+                # Written once its connection was up, by when the host had it at
+                # the latest: the gap counts from here (scrapy_aimd.core.connections).
+                controller.sent(ticket, now)
             reaction = self.frontier.finish(
                 host,
                 ticket,

@@ -1,6 +1,8 @@
 """A slow network link to a real server: a TCP relay on a free 127.0.0.1 port
 that holds each chunk of bytes for a set time in each direction, as a Redis
-across a continent would. Real sockets both ways; only the wire is slowed.
+across a continent would, and can hold a connection's first bytes longer, as
+a TLS handshake does on the way to a distant site. Real sockets both ways;
+only the wire is slowed.
 
     with SlowLink(("127.0.0.1", redis_port), back=0.05) as link:
         redis.Redis(port=link.port)   # every reply comes 50 ms after it was sent
@@ -20,11 +22,21 @@ from redis_server import free_port
 
 class SlowLink:
     """Relays ``127.0.0.1:port`` to ``target``; ``there`` and ``back``: seconds each
-    chunk spends on the way to the target and on the way back. A chunk keeps its
-    order; the delay is a latency, not a bandwidth limit."""
+    chunk spends on the way to the target and on the way back; ``handshake``:
+    seconds more for the first chunk of each connection on its way there (a
+    client writes its request only once the handshake is over, so the server
+    sees it that much after the connect). A chunk keeps its order; the delays
+    are latencies, not a bandwidth limit."""
 
-    def __init__(self, target: tuple[str, int], *, there: float = 0.0, back: float = 0.0) -> None:
-        self.target, self.there, self.back = target, there, back
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        there: float = 0.0,
+        back: float = 0.0,
+        handshake: float = 0.0,
+    ) -> None:
+        self.target, self.there, self.back, self.handshake = target, there, back, handshake
         self.port = free_port()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closing = threading.Event()
@@ -64,20 +76,24 @@ class SlowLink:
             for sock in (client, server):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sockets += [client, server]
-            self._relay(client, server, self.there)
+            self._relay(client, server, self.there, first=self.handshake)
             self._relay(server, client, self.back)
 
-    def _relay(self, source: socket.socket, sink: socket.socket, delay: float) -> None:
+    def _relay(
+        self, source: socket.socket, sink: socket.socket, delay: float, first: float = 0.0
+    ) -> None:
         """One direction: a reader stamps each chunk, a writer sends it when due."""
         chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
 
         def read() -> None:
+            extra = first
             while True:
                 try:
                     data = source.recv(65536)
                 except OSError:
                     data = b""
-                chunks.put((time.monotonic() + delay, data))
+                chunks.put((time.monotonic() + delay + extra, data))
+                extra = 0.0
                 if not data:
                     return
 

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import scrapy
 from crawling import AIMD, arrival_gaps, run_crawl
+from slow_link import SlowLink
 
 from sitefarm import HostSpec, start_farm
 
@@ -69,3 +70,34 @@ def test_crawl_delay_holds_at_the_server_while_callbacks_block_the_reactor(
         f"({sum(g < CRAWL_DELAY for g in gaps)} of {len(gaps)} gaps)"
     )
     assert result.stats.get("aimd/in_flight_at_close") == 0
+
+
+#: Seconds a new connection's first request takes to reach the host after the
+#: connect: a TLS handshake with a distant site.
+HANDSHAKE = 0.1
+
+
+def test_crawl_delay_holds_when_a_new_connection_is_slow_to_carry_its_request(
+    tmp_path: Path,
+) -> None:
+    """A request on a new connection is written only once the connection is up
+    (TCP, then TLS on the way to a distant host): robots.txt reaches the host a
+    handshake after its send, and the home page, on the connection then open,
+    must still come a Crawl-delay after it."""
+    specs = [HostSpec(name="polite", pages=6, crawl_delay=CRAWL_DELAY, latency=0.01)]
+    with start_farm(specs, max_seconds=120) as farm:
+        site = urlsplit(farm.urls["polite"])
+        assert site.hostname is not None and site.port is not None
+        with SlowLink((site.hostname, site.port), handshake=HANDSHAKE) as link:
+            run_crawl(
+                [f"http://127.0.0.1:{link.port}/"], tmp_path, {**AIMD, "ROBOTSTXT_OBEY": True}
+            )
+        log = farm.read_log()
+    assert [r["path"] for r in log[:2]] == ["/robots.txt", "/"]
+    assert {r["page"] for r in log if r["status"] == 200 and r["page"]} >= {"/p/5"}
+    gaps = arrival_gaps(log)
+    assert min(gaps) >= CRAWL_DELAY, (
+        f"Crawl-delay {CRAWL_DELAY} s broken at the server: {min(gaps):.4f} s "
+        f"({sum(g < CRAWL_DELAY for g in gaps)} of {len(gaps)} gaps: "
+        f"{[round(g, 4) for g in gaps]})"
+    )

@@ -14,11 +14,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from crawling import arrival_gaps
 from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
+from slow_link import SlowLink
 
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
@@ -112,6 +114,36 @@ def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) 
     assert sum(w.stats().get("aimd/fleet/robots/shared", 0) for w in fleet) == 2 * len(specs)
     gaps = arrival_gaps(records)
     assert min(gaps) >= delay - 0.1, gaps
+
+
+def test_a_crawl_delay_holds_across_the_workers_when_new_connections_are_slow(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Each worker opens its own connection to the host, and a request on a new
+    one reaches the host a handshake after its send (TCP and TLS to a distant
+    site): the gap another worker waits counts from no earlier than that."""
+    delay, handshake = 0.3, 0.1
+    specs = [HostSpec(name="slowly", pages=8, crawl_delay=delay, latency=0.01)]
+    with start_farm(specs, max_seconds=120) as farm:
+        site = urlsplit(farm.urls["slowly"])
+        assert site.hostname is not None and site.port is not None
+        with SlowLink((site.hostname, site.port), handshake=handshake) as link:
+            fleet = [
+                start_worker(
+                    [f"http://127.0.0.1:{link.port}/"],
+                    tmp_path / f"w{n}",
+                    redis_url,
+                    {**FLEET, "ROBOTSTXT_OBEY": True},
+                )
+                for n in range(3)
+            ]
+            wait_for(fleet, 90)
+        log = farm.read_log()
+    assert_finished(fleet)
+    summary = summarize(log, specs)["slowly"]
+    assert summary.pages_fetched == summary.pages_total
+    gaps = arrival_gaps(log)
+    assert min(gaps) >= delay, f"Crawl-delay {delay} s broken: {[round(g, 4) for g in gaps]}"
 
 
 def test_a_request_given_another_hosts_meta_goes_by_its_own_host(

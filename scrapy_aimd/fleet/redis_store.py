@@ -1156,10 +1156,8 @@ class FleetFrontier(Generic[T]):
         self, claim: Claim[T], now: float | None, latency: float | None = None
     ) -> float:
         """When the answer came back, on the fleet's clock: never before its claim,
-        nor before its fetch could have taken ``latency``. The worker's estimate of
-        the server's clock runs from its latest reply, so it may lag a little; an
-        answer timed before its own fetch ended would read as a round that never
-        loaded the host."""
+        nor before its fetch could have taken ``latency``: an answer timed before
+        its own fetch ended would read as a round that never loaded the host."""
         at = self.fleet.now() if now is None else now
         if latency is not None and math.isfinite(latency) and latency > 0:
             at = max(at, claim.started + latency)
@@ -1173,9 +1171,11 @@ class FleetFrontier(Generic[T]):
         self.flush()
         return bool(self.fleet.call("sent", claim.host, claim.lease, at))
 
-    def sent_later(self, claim: Claim[T]) -> None:
-        """:meth:`sent`, told with the next call (the time is now's)."""
-        self._sent.append((claim.host, claim.lease, repr(self.fleet.now())))
+    def sent_later(self, claim: Claim[T], at: float | None = None) -> None:
+        """:meth:`sent`, told with the next call; ``at``: when it was sent, on the
+        fleet's clock (None: now)."""
+        when = self.fleet.now() if at is None else at
+        self._sent.append((claim.host, claim.lease, repr(when)))
 
     # -- leases ------------------------------------------------------------------------
 
