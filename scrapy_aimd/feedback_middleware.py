@@ -15,8 +15,9 @@ RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
 Scrapy. This middleware decides nothing about the host itself.
 
 It also tells, in the in-flight registry, whether a request may have gone on
-a new connection (:mod:`scrapy_aimd.core.connections`): it sees every send
-and every answer, which is all that the guess needs.
+a new connection (:mod:`scrapy_aimd.core.connections`), from the sends and
+answers it sees (one it never sees answered leaves its connection out of the
+guess: the cautious side).
 """
 
 from __future__ import annotations
@@ -27,13 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.defer import maybe_deferred_to_future
-from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.connections import OpenConnections
 from scrapy_aimd.core.retry_after import longest_retry_after
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, request_origin
 from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
 from scrapy_aimd.scheduler import AimdScheduler
@@ -97,15 +97,15 @@ class AimdDownloaderMiddleware:
                 await maybe_deferred_to_future(waiter)
         flight = self.flights.open(request)
         flight.sent_at = now = self.clock()
-        flight.new_connection = self.connections.sent(_origin(request), now)
+        flight.new_connection = self.connections.opens_connection(request_origin(request), now)
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if ROBOTS_META in request.meta:
             response = bounded_robots_response(response)
         sent_at = self._sent_at(request)
         if sent_at is not None:
-            closes = b"close" in (response.headers.get(b"Connection") or b"").lower()
-            self.connections.answered(_origin(request), self.clock(), kept=not closes)
+            kept = not closes_connection(response)
+            self.connections.answered(request_origin(request), self.clock(), kept=kept)
         status = response.status
         retry_after = None
         if status in self.configs.for_host(request_host(request)).throttle_codes:
@@ -126,7 +126,7 @@ class AimdDownloaderMiddleware:
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         sent_at = self._sent_at(request)
         if sent_at is not None:
-            self.connections.answered(_origin(request), self.clock(), kept=False)
+            self.connections.answered(request_origin(request), self.clock(), kept=False)
         timeout = isinstance(exception, TIMEOUT_ERRORS)
         self._send(
             request,
@@ -228,7 +228,15 @@ class AimdDownloaderMiddleware:
         return again
 
 
-def _origin(request: Request) -> str:
-    """What the downloader keeps connections by: scheme, host and port."""
-    url = urlparse_cached(request)
-    return f"{url.scheme}://{url.netloc}"
+#: Response flags of a body read until the server closed the connection, or of
+#: a download stopped early (Scrapy's HTTP/1.1 handler then drops the connection).
+CLOSING_FLAGS = frozenset({"partial", "dataloss", "download_stopped"})
+
+
+def closes_connection(response: Response) -> bool:
+    """The response's connection is not kept for another request. Scrapy's
+    HTTP/1.1 handler leaves the ``Connection`` header out of the response; other
+    handlers keep it."""
+    if not CLOSING_FLAGS.isdisjoint(response.flags):
+        return True
+    return b"close" in (response.headers.get(b"Connection") or b"").lower()

@@ -1017,10 +1017,10 @@ class FleetScheduler:
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
             return
-        if self._times_sends(request, claim.host):
+        if self._gap_counts_from_send(request, claim.host):
             when_written(lambda: self._report_sent(request, claim))
 
-    def _times_sends(self, request: Request, host: str) -> bool:
+    def _gap_counts_from_send(self, request: Request, host: str) -> bool:
         """The host's gap counts from this request's send: a host with a gap, and
         robots.txt always, and every send of a host until its robots.txt is
         settled here: its answer may bring a Crawl-delay that this worker's view
@@ -1056,12 +1056,13 @@ class FleetScheduler:
             flight is not None
             and flight.new_connection
             and feedback.get("status") is not None
-            and self._times_sends(request, claim.host)
+            and self._gap_counts_from_send(request, claim.host)
         ):
             # Written once its connection was up, by when the host had it at the
-            # latest: the gap counts from here (scrapy_aimd.core.connections). The
-            # report goes before the answer, which frees the lease's place.
-            self.frontier.sent_later(claim, at=at)
+            # latest: the gap counts from now (scrapy_aimd.core.connections; the
+            # answer's time reckoned from the claim may be earlier than the send).
+            # The report goes before the answer, which frees the lease's place.
+            self.frontier.sent_later(claim)
         if ROBOTS_META in request.meta:
             self.robots_answers[request] = (at, feedback)
         else:

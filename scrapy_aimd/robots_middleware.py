@@ -76,8 +76,9 @@ MIN_ROBOTS_MAX_AGE = 60.0
 MAX_REDIRECTS = 5
 #: The fraction added to a Crawl-delay. The gap counts from when a request
 #: reaches the downloader; the server sees it a little later (a busy reactor,
-#: the connection setup), and by a varying amount, so two arrivals can be a
-#: little closer than their sends. 2 % costs at most 2 % of the ideal rate at any
+#: the network), and by a varying amount, so two arrivals can be a little
+#: closer than their sends (a new connection's setup is not left to the margin:
+#: see ``scrapy_aimd.core.connections``). 2 % costs at most 2 % of the ideal rate at any
 #: delay (a fixed 50 ms cost 10 % at 0.5 s and 50 % at 0.1 s) and covers a send
 #: jitter of 2 % of the delay. Measured at the server (benchmarks/README.md,
 #: "Crawl-delay and send jitter"): the farm's polite host (0.25 s), 37 gaps a

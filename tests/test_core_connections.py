@@ -10,63 +10,68 @@ from scrapy_aimd.core.connections import KEEP_ALIVE_TRUST, OpenConnections
 A, B = "http://a.example", "https://b.example"
 
 
-def test_an_origins_first_send_needs_a_connection_and_the_next_reuses_it() -> None:
+def test_an_origins_first_send_opens_a_connection_and_the_next_reuses_it() -> None:
     conns = OpenConnections()
-    assert conns.sent(A, 0.0) is True
+    assert conns.opens_connection(A, 0.0) is True
     conns.answered(A, 0.1, kept=True)
-    assert conns.sent(A, 0.3) is False
-    assert conns.sent(B, 0.3) is True  # another origin, its own connections
+    assert conns.opens_connection(A, 0.3) is False
+    assert conns.opens_connection(B, 0.3) is True  # another origin, its own connections
 
 
-def test_more_requests_in_flight_than_ever_before_need_another_connection() -> None:
+def test_more_requests_in_flight_than_connections_free_open_more() -> None:
     conns = OpenConnections()
-    assert [conns.sent(A, 0.0), conns.sent(A, 0.0)] == [True, True]
+    assert [conns.opens_connection(A, 0.0), conns.opens_connection(A, 0.0)] == [True, True]
     conns.answered(A, 0.1, kept=True)
-    assert conns.sent(A, 0.2) is False  # the one freed
-    assert conns.sent(A, 0.2) is True  # a third at once: none free
+    assert conns.opens_connection(A, 0.2) is False  # the one freed
+    assert conns.opens_connection(A, 0.2) is True  # none free: the other is busy
     for _ in range(3):
         conns.answered(A, 0.3, kept=True)
-    assert [conns.sent(A, 0.4) for _ in range(3)] == [False, False, False]
+    assert [conns.opens_connection(A, 0.4) for _ in range(4)] == [False, False, False, True]
 
 
 def test_a_connection_closed_by_its_answer_is_not_reused() -> None:
     conns = OpenConnections()
-    conns.sent(A, 0.0)
-    conns.answered(A, 0.1, kept=False)  # an error, or Connection: close
-    assert conns.sent(A, 0.2) is True
-    conns.sent(A, 0.2)
+    conns.opens_connection(A, 0.0)
+    conns.answered(A, 0.1, kept=False)  # an error, Connection: close, a body to the close
+    assert conns.opens_connection(A, 0.2) is True
+    conns.opens_connection(A, 0.2)
     conns.answered(A, 0.3, kept=False)
     conns.answered(A, 0.3, kept=True)
-    assert [conns.sent(A, 0.4), conns.sent(A, 0.4)] == [False, True]
+    assert [conns.opens_connection(A, 0.4), conns.opens_connection(A, 0.4)] == [False, True]
 
 
-def test_an_origin_idle_past_the_keep_alive_trust_needs_a_new_connection() -> None:
+def test_a_connection_idle_past_the_keep_alive_trust_is_not_reused() -> None:
     conns = OpenConnections()
-    conns.sent(A, 0.0)
+    conns.opens_connection(A, 0.0)
     conns.answered(A, 1.0, kept=True)
-    assert conns.sent(A, 1.0 + KEEP_ALIVE_TRUST) is False
+    assert conns.opens_connection(A, 1.0 + KEEP_ALIVE_TRUST) is False
     conns.answered(A, 2.0 + KEEP_ALIVE_TRUST, kept=True)
-    assert conns.sent(A, 2.0 + 2 * KEEP_ALIVE_TRUST + 0.01) is True
+    assert conns.opens_connection(A, 2.0 + 2 * KEEP_ALIVE_TRUST + 0.01) is True
 
 
-def test_a_busy_origin_is_never_taken_for_idle() -> None:
+def test_each_idle_connection_expires_on_its_own_while_another_is_busy() -> None:
+    """A server closes each idle connection after its timeout, whatever the
+    others do: a long download elsewhere keeps none of them open."""
     conns = OpenConnections()
-    conns.sent(A, 0.0)
-    conns.sent(A, 0.0)
-    conns.answered(A, 0.1, kept=True)  # one still in flight: its connection is open
-    assert conns.sent(A, 100.0) is False
+    conns.opens_connection(A, 0.0)
+    conns.opens_connection(A, 0.0)
+    conns.answered(A, 0.1, kept=True)  # one free; the other still downloading
+    assert conns.opens_connection(A, 30.0) is True
+    conns.answered(A, 30.5, kept=True)  # the long one, kept
+    conns.answered(A, 31.0, kept=True)
+    assert [conns.opens_connection(A, 31.0), conns.opens_connection(A, 31.0)] == [False, False]
 
 
-def test_idle_origins_are_forgotten_and_answers_without_a_send_ignored() -> None:
+def test_idle_origins_are_forgotten() -> None:
     conns = OpenConnections()
     for n in range(100):
-        conns.sent(f"http://h{n}.example", 0.0)
+        conns.opens_connection(f"http://h{n}.example", 0.0)
         conns.answered(f"http://h{n}.example", 0.1, kept=True)
     assert len(conns) == 100
-    conns.sent(A, 0.2 + KEEP_ALIVE_TRUST)
-    assert len(conns) == 1  # only the origin in use
-    conns.answered(B, 5.0, kept=True)  # never sent: nothing to do
-    conns.answered(A, 5.0, kept=False)
+    conns.answered(A, 0.2 + KEEP_ALIVE_TRUST, kept=True)
+    conns.opens_connection(B, 0.2 + KEEP_ALIVE_TRUST)
+    assert len(conns) == 1  # only the origin answered lately
+    assert conns.opens_connection(A, 0.3 + KEEP_ALIVE_TRUST) is False
     assert len(conns) == 0
 
 
@@ -78,30 +83,27 @@ events = st.lists(
 
 
 @given(events)
-def test_a_send_is_never_called_reused_unless_a_connection_was_free(
+def test_a_send_is_never_called_reused_unless_the_pool_has_a_connection_free(
     script: list[tuple[str, str, float]],
 ) -> None:
-    """Against a model pool: a send that the guess calls reused always finds a
-    connection free in a pool that keeps every connection until an error, a
-    close, or an idle spell past the trust."""
+    """Against a model pool that reuses its oldest free connection and loses each
+    one idle past the trust (the server closed it), or closed by its answer: a
+    send that the guess calls reused always finds one free there."""
     conns = OpenConnections()
-    free: dict[str, int] = {}
-    busy: dict[str, int] = {}
-    idle_since: dict[str, float] = {}
+    free: dict[str, list[float]] = {A: [], B: []}
+    busy = {A: 0, B: 0}
     now = 0.0
     for what, origin, step in script:
         now += step
         if what == "send":
-            if busy.get(origin, 0) == 0 and now - idle_since.get(origin, now) > KEEP_ALIVE_TRUST:
-                free[origin] = 0  # the server closed them
-            new = conns.sent(origin, now)
-            if not new:
-                assert free.get(origin, 0) > 0, "called reused with no connection free"
-                free[origin] -= 1
-            busy[origin] = busy.get(origin, 0) + 1
-        elif busy.get(origin, 0):
+            free[origin] = [t for t in free[origin] if now - t <= KEEP_ALIVE_TRUST]
+            if not conns.opens_connection(origin, now):
+                assert free[origin], "called reused with no connection free"
+            if free[origin]:
+                free[origin].pop(0)
+            busy[origin] += 1
+        elif busy[origin]:
             conns.answered(origin, now, kept=what == "kept")
             busy[origin] -= 1
-            free[origin] = free.get(origin, 0) + (what == "kept")
-            if busy[origin] == 0:
-                idle_since[origin] = now
+            if what == "kept":
+                free[origin].append(now)

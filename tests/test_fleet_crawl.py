@@ -142,8 +142,10 @@ def test_a_crawl_delay_holds_across_the_workers_when_new_connections_are_slow(
     assert_finished(fleet)
     summary = summarize(log, specs)["slowly"]
     assert summary.pages_fetched == summary.pages_total
+    # Within the farm's tolerance (sitefarm.analysis: the relay's threads add a
+    # little jitter); a send counted from before the handshake is 0.1 s short.
     gaps = arrival_gaps(log)
-    assert min(gaps) >= delay, f"Crawl-delay {delay} s broken: {[round(g, 4) for g in gaps]}"
+    assert min(gaps) >= delay - 0.01, f"Crawl-delay {delay} s broken: {[round(g, 4) for g in gaps]}"
 
 
 def test_a_request_given_another_hosts_meta_goes_by_its_own_host(

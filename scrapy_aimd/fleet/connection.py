@@ -4,8 +4,8 @@ Every call is one Lua script, so one round trip (``round_trips`` counts them,
 including a script loaded again after Redis lost its script cache). Redis's
 clock is the fleet's clock: every reply carries the server's time, and
 :meth:`Fleet.now` goes on from the latest one with the local monotonic clock,
-so that times stored by one worker mean the same to another whose clock is
-off.
+counted from when its call was sent (so never behind the server's), so that
+times stored by one worker mean the same to another whose clock is off.
 
 A call that fails on the network is not retried (a claim that ran twice would
 lease two requests): it raises :class:`FleetConnectionLost`, and the scheduler
@@ -217,7 +217,8 @@ class Fleet:
         return self._server_time + (time.monotonic() - self._local_time)
 
     def saw_time(self, server_time: bytes | str | float) -> float:
-        """Set the clock from the latest call's reply; returns the server time."""
+        """Set the clock from the latest call's reply (not an earlier call's: the
+        time is anchored at the latest send); returns the server time."""
         value = float(server_time)
         self._server_time, self._local_time = value, self._call_sent
         return value

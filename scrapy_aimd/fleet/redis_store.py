@@ -597,11 +597,13 @@ class FleetFrontier(Generic[T]):
                 return claims
 
     def _wait(self, reply: list[bytes]) -> Wait:
-        """A claim's record of a miss (see claim.lua)."""
+        """A claim's record of a miss (see claim.lua). Its time is the claim call's,
+        already on the clock (:meth:`_exchange`): set again now, after a call
+        made since (:meth:`_own_state`), it would be anchored at that call's send."""
         self.counters.reaped += int(reply[5])
         return Wait(
             ready_at=float(reply[1]),
-            now=self.fleet.saw_time(reply[2]),
+            now=float(reply[2]),
             queued=int(reply[3]),
             leased=int(reply[4]),
         )
@@ -1171,11 +1173,9 @@ class FleetFrontier(Generic[T]):
         self.flush()
         return bool(self.fleet.call("sent", claim.host, claim.lease, at))
 
-    def sent_later(self, claim: Claim[T], at: float | None = None) -> None:
-        """:meth:`sent`, told with the next call; ``at``: when it was sent, on the
-        fleet's clock (None: now)."""
-        when = self.fleet.now() if at is None else at
-        self._sent.append((claim.host, claim.lease, repr(when)))
+    def sent_later(self, claim: Claim[T]) -> None:
+        """:meth:`sent`, told with the next call (the time is now's)."""
+        self._sent.append((claim.host, claim.lease, repr(self.fleet.now())))
 
     # -- leases ------------------------------------------------------------------------
 
