@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.connections import OpenConnections
 from scrapy_aimd.core.retry_after import longest_retry_after
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host, request_origin
+from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
 from scrapy_aimd.scheduler import AimdScheduler
@@ -97,7 +98,7 @@ class AimdDownloaderMiddleware:
                 await maybe_deferred_to_future(waiter)
         flight = self.flights.open(request)
         flight.sent_at = now = self.clock()
-        flight.new_connection = self.connections.opens_connection(request_origin(request), now)
+        flight.new_connection = self.connections.opens_connection(_pool_key(request), now)
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if ROBOTS_META in request.meta:
@@ -105,7 +106,7 @@ class AimdDownloaderMiddleware:
         sent_at = self._sent_at(request)
         if sent_at is not None:
             kept = not closes_connection(response)
-            self.connections.answered(request_origin(request), self.clock(), kept=kept)
+            self.connections.answered(_pool_key(request), self.clock(), kept=kept)
         status = response.status
         retry_after = None
         if status in self.configs.for_host(request_host(request)).throttle_codes:
@@ -126,7 +127,7 @@ class AimdDownloaderMiddleware:
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         sent_at = self._sent_at(request)
         if sent_at is not None:
-            self.connections.answered(request_origin(request), self.clock(), kept=False)
+            self.connections.answered(_pool_key(request), self.clock(), kept=False)
         timeout = isinstance(exception, TIMEOUT_ERRORS)
         self._send(
             request,
@@ -234,9 +235,19 @@ CLOSING_FLAGS = frozenset({"partial", "dataloss", "download_stopped"})
 
 
 def closes_connection(response: Response) -> bool:
-    """The response's connection is not kept for another request. Scrapy's
-    HTTP/1.1 handler leaves the ``Connection`` header out of the response; other
-    handlers keep it."""
-    if not CLOSING_FLAGS.isdisjoint(response.flags):
+    """The response's connection is not kept for another request: one of
+    :data:`CLOSING_FLAGS`, an HTTP/1.0 answer, or ``Connection: close`` (which
+    Scrapy's HTTP/1.1 handler leaves out of the response; other handlers keep
+    it)."""
+    if not CLOSING_FLAGS.isdisjoint(response.flags) or response.protocol == "HTTP/1.0":
         return True
     return b"close" in (response.headers.get(b"Connection") or b"").lower()
+
+
+def _pool_key(request: Request) -> str:
+    """What the downloader's pool keeps a request's connections by, or finer:
+    the scheme and the netloc as written, the proxy and the bind address (a
+    finer key only calls more sends new)."""
+    url = urlparse_cached(request)
+    meta = request.meta
+    return f"{url.scheme}://{url.netloc} {meta.get('proxy')} {meta.get('bindaddress')}"

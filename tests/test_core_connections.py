@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import copy
+
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scrapy_aimd.core.connections import KEEP_ALIVE_TRUST, OpenConnections
@@ -62,6 +64,16 @@ def test_each_idle_connection_expires_on_its_own_while_another_is_busy() -> None
     assert [conns.opens_connection(A, 31.0), conns.opens_connection(A, 31.0)] == [False, False]
 
 
+def test_of_two_free_connections_the_one_idle_past_the_trust_is_not_counted() -> None:
+    conns = OpenConnections()
+    conns.opens_connection(A, 0.0)
+    conns.opens_connection(A, 0.0)
+    conns.answered(A, 0.0, kept=True)
+    conns.answered(A, 3.0, kept=True)
+    at = 0.5 + KEEP_ALIVE_TRUST  # the first free one is past the trust, the second not
+    assert [conns.opens_connection(A, at), conns.opens_connection(A, at)] == [False, True]
+
+
 def test_idle_origins_are_forgotten() -> None:
     conns = OpenConnections()
     for n in range(100):
@@ -75,28 +87,44 @@ def test_idle_origins_are_forgotten() -> None:
     assert len(conns) == 0
 
 
+#: Steps of time around the trust, where a wrong expiry shows.
+STEPS = [0.0, 0.5, 1.0, 3.0, 3.9, KEEP_ALIVE_TRUST, 4.1, 6.0]
 events = st.lists(
     st.tuples(st.sampled_from(["send", "kept", "closed"]), st.sampled_from([A, B]),
-              st.floats(min_value=0, max_value=2 * KEEP_ALIVE_TRUST)),
+              st.sampled_from(STEPS)),
     max_size=60,
 )  # fmt: skip
 
 
+def reusable(conns: OpenConnections, origin: str, now: float) -> int:
+    """How many sends in a row the guess would call reused now (on a copy)."""
+    probe = copy.deepcopy(conns)
+    count = 0
+    while not probe.opens_connection(origin, now):
+        count += 1
+    return count
+
+
 @given(events)
-def test_a_send_is_never_called_reused_unless_the_pool_has_a_connection_free(
+@example([("send", A, 0.0), ("send", A, 0.0), ("kept", A, 0.0), ("kept", A, 3.0),
+          ("send", A, 1.5), ("send", A, 0.0)])  # fmt: skip
+def test_the_guess_never_counts_more_connections_free_than_the_pool_has(
     script: list[tuple[str, str, float]],
 ) -> None:
     """Against a model pool that reuses its oldest free connection and loses each
-    one idle past the trust (the server closed it), or closed by its answer: a
-    send that the guess calls reused always finds one free there."""
+    one idle past the trust (the server closed it), or closed by its answer: at
+    every moment the guess counts no more free connections than the pool has,
+    so a send that it calls reused always finds one free there."""
     conns = OpenConnections()
     free: dict[str, list[float]] = {A: [], B: []}
     busy = {A: 0, B: 0}
     now = 0.0
     for what, origin, step in script:
         now += step
+        for name in (A, B):
+            free[name] = [t for t in free[name] if now - t <= KEEP_ALIVE_TRUST]
+            assert reusable(conns, name, now) <= len(free[name]), "more counted free"
         if what == "send":
-            free[origin] = [t for t in free[origin] if now - t <= KEEP_ALIVE_TRUST]
             if not conns.opens_connection(origin, now):
                 assert free[origin], "called reused with no connection free"
             if free[origin]:

@@ -77,8 +77,9 @@ def test_crawl_delay_holds_at_the_server_while_callbacks_block_the_reactor(
 #: Seconds a new connection's first request takes to reach the host after the
 #: connect: a TLS handshake with a distant site.
 HANDSHAKE = 0.1
-#: Seconds an arrival may come early: the farm's tolerance (sitefarm.analysis).
-TOLERANCE = 0.01
+#: The Crawl-delay behind the handshake: its 2 % margin (8 ms) takes the relay's
+#: own jitter, so the gaps are held to the delay itself.
+SLOW_CRAWL_DELAY = 0.4
 
 
 def test_crawl_delay_holds_when_a_new_connection_is_slow_to_carry_its_request(
@@ -88,7 +89,7 @@ def test_crawl_delay_holds_when_a_new_connection_is_slow_to_carry_its_request(
     (TCP, then TLS on the way to a distant host): robots.txt reaches the host a
     handshake after its send, and the home page, on the connection then open,
     must still come a Crawl-delay after it."""
-    specs = [HostSpec(name="polite", pages=6, crawl_delay=CRAWL_DELAY, latency=0.01)]
+    specs = [HostSpec(name="polite", pages=6, crawl_delay=SLOW_CRAWL_DELAY, latency=0.01)]
     with start_farm(specs, max_seconds=120) as farm:
         site = urlsplit(farm.urls["polite"])
         assert site.hostname is not None and site.port is not None
@@ -100,11 +101,9 @@ def test_crawl_delay_holds_when_a_new_connection_is_slow_to_carry_its_request(
     assert [r["path"] for r in log[:2]] == ["/robots.txt", "/"]
     assert {r["page"] for r in log if r["status"] == 200 and r["page"]} >= {"/p/5"}
     gaps = arrival_gaps(log)
-    # Within the farm's tolerance (the relay's threads add a little jitter to
-    # every request); a send counted from before the handshake is 0.1 s short.
-    assert min(gaps) >= CRAWL_DELAY - TOLERANCE, (
-        f"Crawl-delay {CRAWL_DELAY} s broken at the server: {min(gaps):.4f} s "
-        f"({sum(g < CRAWL_DELAY for g in gaps)} of {len(gaps)} gaps: "
+    assert min(gaps) >= SLOW_CRAWL_DELAY, (
+        f"Crawl-delay {SLOW_CRAWL_DELAY} s broken at the server: {min(gaps):.4f} s "
+        f"({sum(g < SLOW_CRAWL_DELAY for g in gaps)} of {len(gaps)} gaps: "
         f"{[round(g, 4) for g in gaps]})"
     )
 
@@ -128,3 +127,9 @@ def test_a_response_whose_connection_ends_is_told_apart(
     headers: a connection that ends shows in the response's flags."""
     response = scrapy.http.Response("http://a.example/", headers=headers, flags=flags)
     assert closes_connection(response) is closes
+
+
+def test_an_http_1_0_answer_ends_its_connection() -> None:
+    for protocol, closes in [("HTTP/1.0", True), ("HTTP/1.1", False)]:
+        response = scrapy.http.Response("http://a.example/", protocol=protocol)
+        assert closes_connection(response) is closes

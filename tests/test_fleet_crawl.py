@@ -122,7 +122,7 @@ def test_a_crawl_delay_holds_across_the_workers_when_new_connections_are_slow(
     """Each worker opens its own connection to the host, and a request on a new
     one reaches the host a handshake after its send (TCP and TLS to a distant
     site): the gap another worker waits counts from no earlier than that."""
-    delay, handshake = 0.3, 0.1
+    delay, handshake = 0.5, 0.1  # the delay's 2 % margin (10 ms) takes the relay's jitter
     specs = [HostSpec(name="slowly", pages=8, crawl_delay=delay, latency=0.01)]
     with start_farm(specs, max_seconds=120) as farm:
         site = urlsplit(farm.urls["slowly"])
@@ -142,10 +142,8 @@ def test_a_crawl_delay_holds_across_the_workers_when_new_connections_are_slow(
     assert_finished(fleet)
     summary = summarize(log, specs)["slowly"]
     assert summary.pages_fetched == summary.pages_total
-    # Within the farm's tolerance (sitefarm.analysis: the relay's threads add a
-    # little jitter); a send counted from before the handshake is 0.1 s short.
     gaps = arrival_gaps(log)
-    assert min(gaps) >= delay - 0.01, f"Crawl-delay {delay} s broken: {[round(g, 4) for g in gaps]}"
+    assert min(gaps) >= delay, f"Crawl-delay {delay} s broken: {[round(g, 4) for g in gaps]}"
 
 
 def test_a_request_given_another_hosts_meta_goes_by_its_own_host(

@@ -12,12 +12,16 @@ so the guess must not call a free connection new, nor miss a new one.
 
 The downloader keeps connections open for reuse (Scrapy's HTTP/1.1 pool, per
 origin) and opens one when it has none free. A connection is free once its
-request is answered and the connection kept (not after an error, a
-``Connection: close``, or a body read to the end of the connection), and no
-longer once it sat idle long enough for the server to close it. Wrong
-guesses fall on the cautious side: a request the crawl never saw answered
-leaves its connection out, and behind a proxy or on HTTP/2 (one connection
-for many requests) sends are called new that were not.
+request is answered and the connection kept, and no longer once it sat idle
+long enough for the server to close it. Most wrong guesses fall on the
+cautious side: a request the crawl never saw answered leaves its connection
+out, and on HTTP/2 (one connection for many requests) sends are called new
+that were not. Some cannot be seen from outside the downloader, and fall on
+the other: a ``Connection: close`` on an answer of known length (Scrapy's
+HTTP/1.1 handler keeps that header from the response: a server that closes
+every connection, or every thousandth), a reactor blocked for longer than
+the second between the trust and the shortest server timeout, and a plain
+HTTP proxy's own connections to the host.
 """
 
 from __future__ import annotations
@@ -30,14 +34,15 @@ KEEP_ALIVE_TRUST = 4.0
 
 class OpenConnections:
     """Per origin, the downloader's free connections, from its sends and answers.
-    An origin whose free connections all sat idle past the trust is forgotten,
-    so a crawl of many sites keeps only those answered lately."""
+    An origin is forgotten once its latest kept answer is older than the trust
+    (its connections too old to reuse), so a crawl of many sites keeps only
+    those answered lately."""
 
     def __init__(self, keep_alive_trust: float = KEEP_ALIVE_TRUST) -> None:
         self.keep_alive_trust = keep_alive_trust
         #: Per origin, when each free connection became free (oldest first).
         self._free: dict[str, list[float]] = {}
-        #: Per origin, when its latest connection became free; oldest origin first.
+        #: Per origin, when its latest kept answer came; oldest origin first.
         self._latest: dict[str, float] = {}
 
     def opens_connection(self, origin: str, now: float) -> bool:
