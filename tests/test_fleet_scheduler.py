@@ -17,7 +17,7 @@ from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 from scrapy import Request
 
-from scrapy_aimd.fleet import FleetStatus
+from scrapy_aimd.fleet import FleetStatus, Wait
 from scrapy_aimd.fleet_scheduler import (
     FLUSH_AFTER,
     FLUSH_EARLY,
@@ -78,6 +78,37 @@ def test_a_leftover_claim_older_than_its_hosts_gap_is_given_back(worker: Workers
     if request is not None:  # claimed afresh, never a leftover out of its time
         assert scheduler.fleet.now() - scheduler.claims[request].started < gap
     assert all(scheduler.fleet.now() - claim.started < gap for claim, _ in scheduler.claimed)
+
+
+@in_a_loop
+def test_a_request_on_a_new_connection_counts_its_hosts_gap_from_its_response(
+    worker: Workers,
+) -> None:
+    """Written once its connection was up, it reached the host as late as its
+    response: another worker's next start of the host waits a gap from the
+    response, not from the send reported at the write (the report goes before
+    the answer, which frees the lease's place)."""
+    gap, handshake = 0.3, 0.2
+    scheduler, other = worker(AIMD_MIN_DELAY=gap), worker(AIMD_MIN_DELAY=gap)
+    for n in range(2):
+        scheduler.enqueue_request(Request(f"http://h.test/{n}"))
+    scheduler._flush()
+    request = scheduler.next_request()
+    assert request is not None and scheduler.frontier is not None
+    scheduler._report_sent(request, scheduler.claims[request])  # at the write
+    scheduler.frontier.flush()
+    flight = scheduler.flights.get(request)
+    assert flight is not None
+    flight.new_connection = True  # as the feedback middleware tells it
+    time.sleep(handshake)
+    answered_at = scheduler.fleet.now()
+    answer(scheduler, request, 200)
+    scheduler.frontier.flush()
+    wait = other.frontier.claim() if other.frontier is not None else None
+    assert isinstance(wait, Wait) and wait.queued == 1, wait  # the other request waits
+    assert wait.ready_at >= answered_at + gap - 0.001, (
+        f"the next start {wait.ready_at - answered_at:.3f} s after the response"
+    )
 
 
 @in_a_loop
