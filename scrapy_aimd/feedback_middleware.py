@@ -99,6 +99,8 @@ class AimdDownloaderMiddleware:
         flight = self.flights.open(request)
         flight.sent_at = now = self.clock()
         flight.new_connection = self.connections.opens_connection(_pool_key(request), now)
+        if flight.new_connection:
+            self.stats.inc_value("aimd/new_connections")
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if ROBOTS_META in request.meta:

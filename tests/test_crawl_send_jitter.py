@@ -94,10 +94,12 @@ def test_crawl_delay_holds_when_a_new_connection_is_slow_to_carry_its_request(
         site = urlsplit(farm.urls["polite"])
         assert site.hostname is not None and site.port is not None
         with SlowLink((site.hostname, site.port), handshake=HANDSHAKE) as link:
-            run_crawl(
+            result = run_crawl(
                 [f"http://127.0.0.1:{link.port}/"], tmp_path, {**AIMD, "ROBOTSTXT_OBEY": True}
             )
         log = farm.read_log()
+    # One connection, kept: only robots.txt's send was taken for a new one.
+    assert result.stats.get("aimd/new_connections") == 1, result.stats
     assert [r["path"] for r in log[:2]] == ["/robots.txt", "/"]
     assert {r["page"] for r in log if r["status"] == 200 and r["page"]} >= {"/p/5"}
     gaps = arrival_gaps(log)
