@@ -49,20 +49,19 @@ class OpenConnections:
         """A request to ``origin`` is sent ``now``: True if it may need a new
         connection (none free), False if it takes a free one."""
         self._forget_idle(now)
-        free = self._free.get(origin)
-        if not free:
+        free = self._free.get(origin)  # never empty: an origin without one goes
+        if free is None:
             return True
         while free and now - free[0] > self.keep_alive_trust:
             del free[0]  # the server may have closed it
+        reused = bool(free)
+        if reused:
+            # The newest: if the pool takes an older one, the one kept here is
+            # older than the pool's, and is let go sooner (the cautious side).
+            free.pop()
         if not free:
             del self._free[origin], self._latest[origin]
-            return True
-        # The newest: if the pool takes an older one, the one kept here is older
-        # than the pool's, and is let go sooner (the cautious side).
-        free.pop()
-        if not free:
-            del self._free[origin], self._latest[origin]
-        return False
+        return not reused
 
     def answered(self, origin: str, now: float, *, kept: bool) -> None:
         """A request to ``origin`` was answered ``now``; ``kept``: its connection
