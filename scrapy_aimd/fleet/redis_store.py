@@ -1264,11 +1264,16 @@ class FleetFrontier(Generic[T]):
 
     def status(self) -> FleetStatus:
         """Queued, leased and idle time fleet-wide: one round trip."""
-        queued, leased, idle_since, now, reaped, seen = self.fleet.call("status")
-        server_now = self.fleet.saw_time(now)
-        idle_for = max(0.0, server_now - float(idle_since)) if idle_since else 0.0
-        self.seen.check_room(int(seen))
-        return FleetStatus(int(queued), int(leased), idle_for, server_now, int(reaped), int(seen))
+        reply = self.fleet.call("status")  # its counts checked there: see status.lua
+        try:
+            queued, leased, idle_since, now, reaped, seen = reply
+            server_now = self.fleet.saw_time(now)
+            idle_for = max(0.0, server_now - float(idle_since)) if idle_since else 0.0
+            counts = int(float(queued)), int(leased), int(float(reaped)), int(float(seen))
+        except (TypeError, ValueError) as exc:
+            raise FleetStoreError(f"the fleet's status cannot be read: {reply!r}") from exc
+        self.seen.check_room(counts[3])
+        return FleetStatus(counts[0], counts[1], idle_for, server_now, counts[2], counts[3])
 
     def host(self, host: str) -> HostView | None:
         """The host as the fleet holds it, None if it was never queued."""

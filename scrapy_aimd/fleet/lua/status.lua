@@ -1,11 +1,16 @@
 -- ARGV: prefix. Reply: {queued, leased, idle since ('' when busy), now, reaped, seen}.
+-- Each count is read by num(): one that is not a number is named (a corrupt key).
 check_meta()
 local now = server_now()
-local queued = call('GET', P .. ':n') or '0'
+local function count(name)
+  local key = P .. ':' .. name
+  return num(key, 'value', call('GET', key), false)
+end
+local queued = count('n') or 0
 local leased = call('ZCARD', P .. ':leases')
 local idle = ''
-if tonumber(queued) <= 0 and leased == 0 then
-  idle = call('GET', P .. ':idle_since') or fmt(now)
+local idle_since = count('idle_since')
+if queued <= 0 and leased == 0 then
+  idle = fmt(idle_since or now)
 end
-return {queued, leased, idle, fmt(now), call('GET', P .. ':reaped') or '0',
-  call('GET', P .. ':seen_n') or '0'}
+return {fmt(queued), leased, idle, fmt(now), fmt(count('reaped') or 0), fmt(count('seen_n') or 0)}
