@@ -19,6 +19,7 @@ from crawling import arrival_gaps
 from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, serve
 
+from scrapy_aimd.fleet.connection import fleet_key
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -99,6 +100,12 @@ def test_three_workers_fetch_each_robots_txt_once(tmp_path: Path, server: RedisS
     # The Crawl-delay holds at the server, robots.txt included.
     gaps = arrival_gaps([r for r in log if r["host"] == "rules"])
     assert gaps and min(gaps) >= 0.3 - 0.05, gaps
+    # Every key the crawl made is one that a reset of the fleet takes.
+    client = redis.Redis.from_url(server.url)
+    keys = client.keys("*")
+    client.close()
+    assert {key.split(b":")[2] for key in keys} >= {b"h", b"e", b"r", b"s", b"meta"}
+    assert [key for key in keys if not fleet_key(PREFIX, key)] == []
 
 
 def test_a_worker_killed_holding_the_robots_lock_does_not_stall_the_fleet(

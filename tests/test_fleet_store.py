@@ -1158,3 +1158,29 @@ def test_a_fleet_is_reset_whatever_rules_made_it(
     assert not raw.keys(f"{prefix}:*")
     assert raw.get(f"{prefix}x:other") == b"kept"
     assert clear_fleet(server.url, prefix) == 0  # nothing left: nothing to do
+
+
+def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
+    server: RedisServer, prefix: str, raw: redis.Redis
+) -> None:
+    """``aimd:books`` (a spider's default key) and ``aimd:books:2026-12`` (the
+    docs' example of a key per run) are two fleets, and the keys of the second
+    all start with the first's followed by ``:``: a reset of the first takes its
+    own keys only. So does a key with glob characters in it (``SCAN``'s pattern
+    would read them)."""
+    for name in (prefix, f"{prefix}:2026-12"):
+        fleet = Fleet(server.url, name)
+        FleetFrontier(
+            fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
+        ).push([Item("a.example", b"one")])
+        fleet.close()
+    raw.set(f"{prefix}:notes", b"not a fleet key")
+    later = {key for key in raw.keys(f"{prefix}:2026-12:*")}
+    assert len(later) >= 5
+    assert clear_fleet(server.url, prefix) > 0
+    assert {key for key in raw.keys(f"{prefix}:*")} == later | {f"{prefix}:notes".encode()}
+    fleet = Fleet(server.url, f"{prefix}:2026-12")  # still a fleet: its meta is there
+    fleet.close()
+    raw.set(f"{prefix}Ax:n", b"3")
+    assert clear_fleet(server.url, f"{prefix}[A]x") == 0
+    assert raw.get(f"{prefix}Ax:n") == b"3"

@@ -389,10 +389,34 @@ def clear_fleet(url: str, prefix: str) -> int:
         client.close()
 
 
+#: The fleet's own keys after ``P:`` (docs/fleet.rst, *The keys*): these names...
+_OWN_NAMES: Final = frozenset(
+    (b"meta", b"hosts", b"leases", b"n", b"arrival", b"seen_n", b"reaped", b"idle_since", b"gaveup")
+)
+#: ... or these kinds, then ``:`` and a host, lease, bucket or origin.
+_OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl"))
+#: Characters that SCAN's pattern reads as a glob.
+_GLOB: Final = re.compile(r"([*?\[\]\\])")
+
+
+def fleet_key(prefix: str, key: bytes) -> bool:
+    """Whether ``key`` is one of the fleet's under ``prefix``: not a key of another
+    fleet whose prefix continues this one (``aimd:books:2026-12`` after
+    ``aimd:books``), nor any other key that merely starts with ``prefix:``."""
+    start = prefix.encode() + b":"
+    if not key.startswith(start):
+        return False
+    rest = key[len(start) :]
+    kind, colon, _ = rest.partition(b":")
+    return kind in _OWN_KINDS if colon else rest in _OWN_NAMES
+
+
 def _clear(client: redis.Redis, prefix: str) -> int:
     deleted = 0
+    pattern = _GLOB.sub(r"\\\1", prefix) + ":*"
     try:
-        for batch in _batches(client.scan_iter(match=f"{prefix}:*", count=1000), 500):
+        keys = (k for k in client.scan_iter(match=pattern, count=1000) if fleet_key(prefix, k))
+        for batch in _batches(keys, 500):
             deleted += int(client.unlink(*batch))
     except redis.RedisError as exc:
         raise FleetStoreError(f"Cannot clear {prefix}:*: {exc}") from exc
