@@ -40,7 +40,7 @@ of one run), so:
 
 Every path of the scheduler is timed, the fleet worker's timer and callbacks
 included (``_flush_waiting``, the 20 ms timer that sends buffered pushes and
-answers when no claim took them; ``_pushed``, ``_queue`` and ``_route``, the
+answers when no claim took them; ``_pushed``, ``_queue_held`` and ``_route``, the
 callbacks of the pushes and of the robots.txt gate), and ``open`` and
 ``close``: what is left, "rest", is the engine, the downloader, the spider and
 the garbage collector outside the scheduler.
@@ -96,7 +96,7 @@ TIMED: dict[str, list[str]] = {
         "_on_reached_downloader",
         "_flush_waiting",  # the FLUSH_AFTER timer
         "_pushed",  # a push's answer
-        "_queue",  # the robots.txt gate's resume
+        "_queue_held",  # the robots.txt gate's resume
     ],
     "scrapy_redis.scheduler.Scheduler": [
         "enqueue_request",

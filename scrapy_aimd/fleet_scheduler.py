@@ -59,6 +59,7 @@ from scrapy_aimd.crawl import (
     user_slot,
     when_written,
 )
+from scrapy_aimd.dupefilter import AimdDupeFilter
 from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import (
     key_at_url_function,
@@ -351,6 +352,15 @@ class FleetScheduler:
             self.settings.idle_close,
         )
         self.stats.set_value("aimd/fleet/worker", self.worker)
+        if not isinstance(dupefilter, AimdDupeFilter):
+            kind = type(dupefilter)
+            logger.warning(
+                "DUPEFILTER_CLASS %s.%s does not filter in a fleet: the fleet's shared "
+                "seen set drops repeats, by scrapy-aimd's request keys (the filter "
+                "only logs them); dont_filter=True still sends a request",
+                kind.__module__,
+                kind.__qualname__,
+            )
         return dupefilter.open()
 
     def close(self, reason: str) -> Deferred[None] | None:
@@ -491,17 +501,18 @@ class FleetScheduler:
             if self.robots is not None:
                 verdict = self.robots.verdict(request)
                 if verdict is Verdict.WAIT:
-                    self.robots.hold(request, self._queue)
+                    self.robots.hold(request, self._queue_held)
                     return True
                 if verdict is Verdict.DENY:
                     self.local.append(request)
                     return True
-            self._queue(request)
+            queued = self._queue(request)
             if len(self.pending) >= PUSH_BUFFER:
                 self._flush()
         except Exception as exc:
             self._stop(exc, "enqueue_request")
-        return True
+            return True
+        return queued
 
     def next_request(self) -> Request | None:
         try:
@@ -519,10 +530,12 @@ class FleetScheduler:
 
     # -- the parts -------------------------------------------------------------------
 
-    def _queue(self, request: Request) -> None:
+    def _queue(self, request: Request) -> bool:
         """Buffer the request for the fleet; its key, unless ``dont_filter`` asks
         otherwise (start requests are checked all the same: every worker sends
-        them)."""
+        them). False for a repeat of a key this worker sent (logged as the
+        dupefilter logs one): the engine then says it was dropped, as in one
+        process."""
         if self.robots is not None and user_slot(request) is not None:
             self._slot_crawl_delay(request)
         key: int | None = None
@@ -532,7 +545,7 @@ class FleetScheduler:
                 if key in self.known:
                     self.fleet.counters.duplicates += 1
                     self._duplicate(request)
-                    return
+                    return False
                 self._know(key)
         self.pending.append(
             Item(
@@ -546,6 +559,13 @@ class FleetScheduler:
         self.stats.inc_value("aimd/enqueued")
         self.stats.inc_value("scheduler/enqueued")
         self.stats.inc_value("scheduler/enqueued/redis")
+        return True
+
+    def _queue_held(self, request: Request) -> None:
+        """The robots.txt gate's resume of a request it held: a repeat is said to be
+        dropped here, the engine having been told it was queued."""
+        if not self._queue(request):
+            self._dropped(request)
 
     def _slot_crawl_delay(self, request: Request) -> None:
         """A request allowed into a user's ``download_slot``: the slot's controller
@@ -584,6 +604,7 @@ class FleetScheduler:
                 self.local.append(item.item)
             elif not queued:
                 self._duplicate(item.item)
+                self._dropped(item.item)
         self._status = None
         if self._take_given_up():  # of hosts given up on: failed at the next call
             self.wake.now()
@@ -595,6 +616,14 @@ class FleetScheduler:
         ``close``): a stats call per duplicate costs more than the rest of it."""
         if self.df is not None and self.spider is not None:
             self.df.log(request, self.spider)
+
+    def _dropped(self, request: Request) -> None:
+        """``request_dropped``, for a request the engine was told was queued: the
+        shared seen set held it (another worker sent it), as one process's
+        engine says of a duplicate."""
+        self.crawler.signals.send_catch_log(
+            signal=scrapy_signals.request_dropped, request=request, spider=self.spider
+        )
 
     def _know(self, key: int) -> None:
         """Remember a key sent to the shared seen set (at most KNOWN_KEYS, then

@@ -88,6 +88,7 @@ def test_three_workers_fetch_every_page_once_and_keep_each_hosts_limit(
     for worker in fleet:
         name, events = worker.stats()["aimd/fleet/worker"], worker.events()
         assert events and all(e.get("worker") == name for e in events)
+        assert "does not filter in a fleet" not in worker.log()  # scrapy-aimd's own filter
 
 
 def test_a_crawl_delay_holds_across_the_workers(tmp_path: Path, redis_url: str) -> None:

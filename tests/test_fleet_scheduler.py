@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
-from scrapy import Request
+from scrapy import Request, signals
 
 from scrapy_aimd.fleet import FleetStatus, Wait
 from scrapy_aimd.fleet_scheduler import (
@@ -331,3 +331,41 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
         now[0] += LEASE_WAIT_QUIET - 0.1
         scheduler._log_lease_wait(status(reaped=2))
         assert said() == []
+
+
+@in_a_loop
+def test_a_duplicate_is_dropped_as_one_process_drops_it(worker: Workers) -> None:
+    """A request the scheduler refuses is one Scrapy says was dropped
+    (``request_dropped``), as in one process: a repeat of one this worker sent
+    (``enqueue_request`` says False, and the engine sends the signal), and one that
+    the shared seen set held (another worker's: the scheduler sends it once its
+    push is answered)."""
+    a, b = worker(), worker()
+    dropped: list[Request] = []
+
+    def on_dropped(request: Request, spider: object) -> None:
+        dropped.append(request)
+
+    b.crawler.signals.connect(on_dropped, signal=signals.request_dropped, weak=False)
+    assert a.enqueue_request(Request("http://h.test/page")) is True
+    assert a.next_request() is not None  # pushed with the claim, and claimed
+    assert a.enqueue_request(Request("http://h.test/page")) is False  # this worker's repeat
+    theirs = Request("http://h.test/page")
+    assert b.enqueue_request(theirs) is True  # not known here: asked of the fleet
+    assert b.next_request() is None
+    assert dropped == [theirs]
+    assert a.enqueue_request(Request("http://h.test/page", dont_filter=True)) is True
+
+
+@in_a_loop
+def test_a_users_dupefilter_is_said_not_to_filter_in_a_fleet(
+    worker: Workers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The shared seen set finds a fleet's duplicates: a DUPEFILTER_CLASS of the
+    user's own (here Scrapy's BaseDupeFilter, which filters nothing) would
+    otherwise be ignored without a word."""
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.fleet_scheduler"):
+        worker()
+    assert "DUPEFILTER_CLASS scrapy.dupefilters.BaseDupeFilter does not filter in a fleet" in (
+        caplog.text
+    )
