@@ -305,6 +305,35 @@ def test_redis_lost_mid_crawl_stops_the_worker_cleanly(tmp_path: Path) -> None:
     assert "Traceback" not in worker.log()
 
 
+def test_a_redis_lost_and_back_loses_no_request(tmp_path: Path) -> None:
+    """Redis killed mid-crawl (SIGKILL, its append-only file synced at every
+    write) stops the worker; the same Redis started again from its file has every
+    request the worker held, leased: their leases expire, and a worker started on
+    it fetches them and the rest. Every page once, but for what the first worker
+    had in flight."""
+    server = RedisServer("--appendonly", "yes", "--appendfsync", "always").start()
+    specs = [HostSpec(name="h", pages=60, latency=0.2)]
+    try:
+        with start_farm(specs, max_seconds=120) as farm:
+            first = workers(farm, tmp_path / "first", server.url, 1, {})
+            wait_for_requests(farm, 15)
+            server.kill()
+            wait_for(first, 60)
+            server.start()  # the same port and directory: its append-only file
+            second = workers(farm, tmp_path / "second", server.url, 1, {})
+            wait_for(second, 90)
+            log = farm.read_log()
+    finally:
+        server.close()
+    assert first[0].stats().get("finish_reason") == "aimd_redis_lost"
+    assert_finished(second)
+    summary = summarize(log, specs)["h"]
+    assert summary.pages_fetched == summary.pages_total, summary
+    reaped = second[0].stats().get("aimd/fleet/reaped", 0)
+    assert reaped > 0, second[0].stats()  # the first worker's leases came back
+    assert summary.duplicate_fetches <= reaped, summary
+
+
 def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_url: str) -> None:
     """A start request sent again after a 429 keeps its meta: it is not taken for
     the repeat of another worker's start request."""
