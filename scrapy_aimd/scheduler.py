@@ -595,6 +595,8 @@ def _prepare(crawler: Crawler) -> _Prepared:
     settings = crawler.settings
     shutdown_grace = read_grace(settings)
     give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
+    # The fleet first: it refuses a JOBDIR before anything in it is read or written.
+    fleet = _fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None
     jobdir = job_dir(settings)
     if jobdir:
         # Before the dupefilter opens its file: a JOBDIR in use is not touched.
@@ -610,7 +612,7 @@ def _prepare(crawler: Crawler) -> _Prepared:
         jobdir=jobdir,
         shutdown_grace=shutdown_grace,
         give_up=give_up,
-        fleet=_fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None,
+        fleet=fleet,
     )
 
 

@@ -274,6 +274,25 @@ def test_jobdir_with_a_fleet_is_refused_at_startup(tmp_path: Path, redis_url: st
     said = worker.stderr + worker.log()
     assert "AimdSettingsError: Invalid setting AIMD_REDIS_URL" in said, said[-3000:]
     assert "no JOBDIR with it" in said
+    # Refused before anything of the JOBDIR was read or written.
+    assert not (tmp_path / "job").exists() or not list((tmp_path / "job").iterdir())
+
+
+def test_a_stock_jobdir_with_a_fleet_is_refused_as_a_fleet_and_left_as_it_was(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """The refusal is the fleet's (no JOBDIR with AIMD_REDIS_URL), not the
+    JOBDIR's own check of a directory that another scheduler wrote."""
+    job = tmp_path / "job"
+    (job / "requests.queue").mkdir(parents=True)
+    (job / "requests.seen").write_text("0123456789abcdef\n")
+    before = sorted(p.name for p in job.rglob("*"))
+    worker = start_worker(["http://127.0.0.1:9/"], tmp_path / "w", redis_url, {"JOBDIR": str(job)})
+    wait_for([worker], 60)
+    assert worker.code != 0
+    said = worker.stderr + worker.log()
+    assert "no JOBDIR with it" in said, said[-3000:]
+    assert sorted(p.name for p in job.rglob("*")) == before
 
 
 def test_redis_unreachable_at_startup_names_the_setting(tmp_path: Path) -> None:
