@@ -95,6 +95,7 @@ TIMED: dict[str, list[str]] = {
         "_on_feedback",
         "_on_reached_downloader",
         "_flush_waiting",  # the FLUSH_AFTER timer
+        "_write_counts",  # the COUNTS_EVERY timer
         "_pushed",  # a push's answer
         "_queue_held",  # the robots.txt gate's resume
     ],

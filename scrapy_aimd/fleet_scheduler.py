@@ -128,6 +128,9 @@ PUSH_BUFFER = 500
 #: A worker renews the leases it holds this often, as a share of their hold
 #: after an answer: a callback or pipeline that runs longer keeps its request.
 RENEW_SHARE = 1 / 3
+#: Seconds between writes of the ``aimd/fleet/*`` counts to the stats, so that
+#: Scrapy's periodic stats and monitoring see them during the crawl.
+COUNTS_EVERY = 1.0
 #: Most requests claimed in one round trip: as many as the downloader has room
 #: for (the engine asks for them one after the other, in one reactor turn).
 CLAIM_BATCH = 8
@@ -246,6 +249,7 @@ class FleetScheduler:
         self.shutdown: ShutdownGrace | None = None
         #: Renews the leases this worker holds (from ``open()``).
         self._renewal: Any = None
+        self._counting: Any = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
         #: AIMD_HOST_GIVE_UP, fed by the answers this worker applies: the first
@@ -343,6 +347,8 @@ class FleetScheduler:
         self.shutdown = self._grace()
         self._renewal = create_looping_call(self._renew_leases)
         self._renewal.start(self.frontier.callback_time * RENEW_SHARE, now=False)
+        self._counting = create_looping_call(self._write_counts)
+        self._counting.start(COUNTS_EVERY, now=False)
         logger.info(
             "Fleet worker %s on %s, key prefix %s (closes after %.1fs with nothing "
             "queued or leased fleet-wide)",
@@ -366,8 +372,9 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
-        if self._renewal is not None and self._renewal.running:
-            self._renewal.stop()
+        for loop in (self._renewal, self._counting):
+            if loop is not None and loop.running:
+                loop.stop()
         if self.shutdown is not None:
             self.shutdown.stop()
         for handler, signal in self._handlers():
@@ -403,10 +410,7 @@ class FleetScheduler:
             self._flush_call = None
             self._flush_at = math.inf
         if self.frontier is not None:
-            counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
-            for name, value in counted.items():
-                self.stats.set_value(name, value)
-            self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
+            self._write_counts()
             counters = self.fleet.counters
             if reason == "finished" and not counters.claims and counters.duplicates:
                 logger.warning(
@@ -426,6 +430,16 @@ class FleetScheduler:
         self.reporter.close(now, reason, hosts, self.df)
         self.fleet.close()  # the shared state stays: other workers may go on
         return self.df.close(reason) if self.df is not None else None
+
+    def _write_counts(self) -> None:
+        """The ``aimd/fleet/*`` counts, as they are now (every ``COUNTS_EVERY``
+        seconds, and at close)."""
+        if self.frontier is None:
+            return
+        counted = {**self.frontier.counters.as_stats(), **self.frontier.contention.as_stats()}
+        for name, value in counted.items():
+            self.stats.set_value(name, value)
+        self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
 
     def _grace(self) -> ShutdownGrace | None:
         """AIMD_SHUTDOWN_GRACE, started: cancelled downloads go back to the queues."""

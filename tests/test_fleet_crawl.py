@@ -9,6 +9,7 @@ machine is shared.
 from __future__ import annotations
 
 import datetime
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -351,6 +352,26 @@ def test_a_redis_lost_and_back_loses_no_request(tmp_path: Path) -> None:
     reaped = second[0].stats().get("aimd/fleet/reaped", 0)
     assert reaped > 0, second[0].stats()  # the first worker's leases came back
     assert summary.duplicate_fetches <= reaped, summary
+
+
+def test_the_fleet_counts_are_in_the_stats_during_the_crawl(tmp_path: Path, redis_url: str) -> None:
+    """Scrapy's periodic stats (and any monitoring that reads the stats while the
+    crawl runs) see the worker's ``aimd/fleet/*`` counts, not only at close."""
+    periodic = {
+        "EXTENSIONS": {"scrapy.extensions.periodic_log.PeriodicLog": 0},
+        "LOGSTATS_INTERVAL": 0.5,
+        "PERIODIC_LOG_STATS": {"include": ["aimd/fleet/claims"]},
+    }
+    specs = [HostSpec(name="h", pages=60, latency=0.1)]
+    with start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 1, periodic)
+        wait_for(fleet, 90)
+    assert_finished(fleet)
+    log = fleet[0].log()
+    during = log[: log.index("Closing spider")]
+    counts = [int(n) for n in re.findall(r'"aimd/fleet/claims": (\d+)', during)]
+    final = fleet[0].stats()["aimd/fleet/claims"]
+    assert any(0 < count < final for count in counts), (counts, final, during[-3000:])
 
 
 def test_a_refused_start_page_is_queued_again_and_fetched(tmp_path: Path, redis_url: str) -> None:
