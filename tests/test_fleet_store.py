@@ -620,6 +620,26 @@ def test_an_expired_hold_frees_its_place_and_queues_nothing(frontier: Frontiers)
     assert view is not None and view.in_flight == 1
 
 
+def test_the_fleet_is_idle_from_when_its_last_hold_went(frontier: Frontiers) -> None:
+    """A hold (a worker's robots.txt request) that expires, or is given back, as the
+    fleet's last lease, with nothing queued: the fleet is idle from then, not from
+    before the hold (its workers would close at once, not after
+    AIMD_FLEET_IDLE_CLOSE)."""
+    dead = frontier(FAST, lease_time=0.5)
+    time.sleep(0.3)  # idle since the fleet was made
+    assert isinstance(dead.hold("h", "robots.txt"), Claim)
+    assert dead.status().idle_for == 0.0  # a hold is leased: not idle
+    time.sleep(0.6)
+    assert dead.reap() == 0  # the hold went; nothing to queue again
+    assert dead.status().idle_for < 0.2
+    alive = frontier(FAST)
+    hold = alive.hold("g", "robots.txt")
+    assert isinstance(hold, Claim)
+    time.sleep(0.3)
+    alive.give_back([hold.lease])
+    assert alive.status().idle_for < 0.2
+
+
 def test_reap_puts_back_what_expired_and_counts_it(frontier: Frontiers) -> None:
     worker = frontier(ControllerConfig(adaptive=False, max_concurrency=3), lease_time=0.2)
     worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])

@@ -173,12 +173,15 @@ local function requeue(id)
   end
   settle_send(l[1], id)
   if not (l[2] and l[3]) then
-    -- A hold (hold.lua): nothing to queue again, its place is freed.
+    -- A hold (hold.lua): nothing to queue again, its place is freed; the fleet
+    -- is idle from now if it was its last lease.
+    local now = server_now()
     if not l[4] then
       add_in_flight(l[1], -1)
-      log_event(l[1], 'c', id, server_now())
+      log_event(l[1], 'c', id, now)
       rescore(l[1])
     end
+    note_idle(now)
     return false
   end
   call('ZADD', queue_key(l[1]), l[2], l[3])
