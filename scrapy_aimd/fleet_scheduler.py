@@ -141,7 +141,8 @@ CLAIMED_FOR = 0.1
 #: for more) during which a claim that would carry nothing is taken to make none
 #: too (see ``_ran_out``): the engine asks again at once for the room left.
 RAN_OUT_FOR = 0.01
-#: robots.txt requests a worker tries to place per ``next_request`` call.
+#: robots.txt requests a worker looks at per ``next_request`` call (it tries to
+#: place one of them: a round trip).
 ROBOTS_PER_CALL = 8
 #: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
 #: again (times of day on Redis's clock differ from their float sums by less).
@@ -658,8 +659,11 @@ class FleetScheduler:
         if self.given_up or self._take_given_up():
             return self._hand_out_given_up()
         if self.robots_waiting:
+            trips = self.fleet.counters.round_trips
             robots = self._hold_robots(now)
-            if robots is not None:
+            if robots is not None or self.fleet.counters.round_trips != trips:
+                # One round trip a call: the claim goes with the engine's next ask
+                # (_hold_robots armed the wake timer for it).
                 return robots
         if self.local:
             request = self.local.popleft()
@@ -873,14 +877,19 @@ class FleetScheduler:
         Crawl-delay. Only one worker fetches an origin's robots.txt: while
         another holds its lock the request waits, and once its answer is stored
         this worker reads it instead (``aimd/fleet/robots/shared``). None if no
-        host of them may start yet (the wake timer is set for the first that may)."""
+        host of them may start yet (the wake timer is set for the first that may).
+        One of them is tried a call (a round trip): then the engine is asked to
+        ask again at once, for the next or for a claim."""
         assert self.frontier is not None
-        wake = math.inf
+        wake, tried = math.inf, False
         for entry in list(self.robots_waiting)[:ROBOTS_PER_CALL]:
             request, not_before = entry
             if not_before > now:
                 wake = min(wake, not_before)
                 continue
+            if tried:
+                break
+            tried = True
             origin = request.meta[ROBOTS_META]
             held = self.frontier.hold(request_host(request), request, origin)
             if isinstance(held, SharedRobots):
@@ -893,7 +902,9 @@ class FleetScheduler:
                 return self._hand_out(request, held, now)
             entry[1] = now + min(POLL, max(0.0, held.ready_at - held.now))
             wake = min(wake, entry[1])
-        self.wake.arm(wake, now)
+        # After a round trip the engine asks again at once: for the next robots.txt,
+        # the requests an answer released, or a claim (see _next_request).
+        self.wake.arm(now if tried else wake, now)
         return None
 
     def _read_shared(self, origin: str, shared: SharedRobots) -> None:

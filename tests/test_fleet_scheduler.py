@@ -26,7 +26,7 @@ from scrapy_aimd.fleet_scheduler import (
     RAN_OUT_FOR,
     FleetScheduler,
 )
-from scrapy_aimd.robots_middleware import RobotsAnswer, crawl_delay_floor
+from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, crawl_delay_floor
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -369,3 +369,27 @@ def test_a_users_dupefilter_is_said_not_to_filter_in_a_fleet(
     assert "DUPEFILTER_CLASS scrapy.dupefilters.BaseDupeFilter does not filter in a fleet" in (
         caplog.text
     )
+
+
+@in_a_loop
+def test_a_worker_reads_the_fleets_robots_answers_one_round_trip_a_call(
+    worker: Workers,
+) -> None:
+    """A worker joining a fleet finds the robots.txt answers of its origins stored
+    by another: each takes a round trip (a hold), and a ``next_request`` makes at
+    most one, so that it never blocks the reactor for several; the rest are read
+    on the engine's next asks."""
+    first, joining = worker(ROBOTSTXT_OBEY=True), worker(ROBOTSTXT_OBEY=True)
+    origins = [f"http://r{n}.test" for n in range(4)]
+    for origin in origins:
+        first.robots_share(origin, RobotsAnswer(200, b"User-agent: *\nAllow: /\n"), max_age=60)
+        joining.enqueue_request(Request(f"{origin}/robots.txt", meta={ROBOTS_META: origin}))
+    trips = []
+    for _ in range(3 * len(origins)):
+        before = joining.fleet.counters.round_trips
+        joining.next_request()
+        trips.append(joining.fleet.counters.round_trips - before)
+        if joining.stats.get_value("aimd/fleet/robots/shared") == len(origins):
+            break
+    assert joining.stats.get_value("aimd/fleet/robots/shared") == len(origins), trips
+    assert max(trips) == 1, trips
