@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
-from scrapy.utils.job import job_dir
 
 from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
@@ -77,7 +76,6 @@ from scrapy_aimd.fleet import (
     Item,
     SharedRobots,
 )
-from scrapy_aimd.fleet.connection import masked_url
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import RequestCodec
@@ -88,7 +86,7 @@ from scrapy_aimd.robots_middleware import (
     RobotsTxtMiddleware,
     crawl_delay_floor,
 )
-from scrapy_aimd.settings import AimdSettingsError, read_float
+from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.wake import WakeTimer
 
@@ -172,11 +170,12 @@ def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
-        raise AimdSettingsError("AIMD_REDIS_URL", url, "a redis:// URL")
-    if job_dir(settings):
+        shown = masked_url(url) if isinstance(url, str) else url
+        raise AimdSettingsError("AIMD_REDIS_URL", shown, "a redis:// URL")
+    if settings.get("JOBDIR"):  # not job_dir(), which makes the directory
         raise AimdSettingsError(
             "AIMD_REDIS_URL",
-            url,
+            masked_url(url),
             "no JOBDIR with it: a fleet's durability is Redis's own (AOF or RDB, see "
             "docs/fleet.rst); unset JOBDIR or AIMD_REDIS_URL",
         )

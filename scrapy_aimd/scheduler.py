@@ -63,7 +63,7 @@ from scrapy_aimd.robots_middleware import (
     crawl_delay_floor,
     is_exempt,
 )
-from scrapy_aimd.settings import AimdSettingsError, read_float
+from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.sqlite_store import StoreError
 from scrapy_aimd.wake import WakeTimer
@@ -628,9 +628,10 @@ def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
     try:
         from scrapy_aimd.fleet_scheduler import FleetScheduler
     except ImportError as exc:
+        url = crawler.settings.get("AIMD_REDIS_URL")
         raise AimdSettingsError(
             "AIMD_REDIS_URL",
-            crawler.settings.get("AIMD_REDIS_URL"),
+            masked_url(url) if isinstance(url, str) else url,
             """the redis client """
             f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
         ) from exc

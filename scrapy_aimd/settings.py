@@ -16,6 +16,7 @@ import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import idna
 
@@ -42,6 +43,24 @@ class AimdSettingsError(ValueError):
 
 #: The largest whole number a setting may hold: SQLite, arrays and timers take 64 bits.
 _INT_MAX = 2**63 - 1
+
+
+def masked_url(url: str) -> str:
+    """A URL setting's value with its password hidden, for log lines and errors
+    (a Redis URL often carries one); a value without a scheme loses what comes
+    before an ``@``."""
+    if "://" not in url:
+        return re.sub(r"^[^@/]*@", "***@", url)
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparsable URL>"
+    if password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + netloc, parts.path, parts.query, parts.fragment))
 
 
 def read_float(

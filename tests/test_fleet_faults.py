@@ -60,6 +60,30 @@ def test_redis_unreachable_at_connect_names_the_setting() -> None:
     assert "secret" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "settings", "shown"),
+    [
+        ("redis://user:s3cr:et@10.0.0.5:6379/0", {"JOBDIR": "job"}, "redis://user:***@10.0.0.5"),
+        ("user:s3cr:et@10.0.0.5:6379", {}, "***@10.0.0.5:6379"),
+    ],
+)
+def test_a_refused_redis_url_is_shown_without_its_password(
+    tmp_path: Path, url: str, settings: dict[str, str], shown: str
+) -> None:
+    """AIMD_REDIS_URL refused at startup (with a JOBDIR, or not a URL) is named
+    with its password masked, as every log line shows it."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aimd.fleet_scheduler import read_fleet_settings
+    from scrapy_aimd.settings import AimdSettingsError
+
+    given = {k: str(tmp_path / v) for k, v in settings.items()}
+    crawler = get_crawler(settings_dict={"AIMD_REDIS_URL": url, **given})
+    with pytest.raises(AimdSettingsError) as refused:
+        read_fleet_settings(crawler)
+    assert "s3cr" not in str(refused.value) and shown in str(refused.value)
+
+
 def test_an_invalid_url_names_the_setting() -> None:
     with pytest.raises(
         FleetStoreError, match=re.escape("AIMD_REDIS_URL='http://127.0.0.1:1' is not valid")

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Final
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
+from scrapy_aimd.settings import masked_url
 
 __all__ = [
     "BULK",
@@ -68,19 +68,6 @@ _SCRIPTS: Final = (
     "giveup",
 )
 _KEY_ERROR: Final = "AIMDKEY "
-
-
-def masked_url(url: str) -> str:
-    """The URL with its password hidden, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + netloc, parts.path, parts.query, parts.fragment))
 
 
 def _load_scripts() -> dict[str, str]:
