@@ -1,5 +1,6 @@
 """One scrapy-aimd process against a fleet of three, and against three
-scrapy-redis workers, on the same farms.
+scrapy-redis workers, on the same farms; and a fleet of three that loses one
+worker to ``kill -9``.
 
 Each crawl gets a fresh farm and, for the fleets, a fresh ``redis-server`` child
 (``tests/redis_server.py``); the workers are the tests' crawl processes
@@ -13,7 +14,17 @@ the farm's request log, the sites' own view:
    AutoThrottle at target concurrency 4, as ``bench_farm.py``);
 2. a many-host farm: 60 hosts of 20 pages of 0.2 s (``CONCURRENT_REQUESTS`` 8
    per process), where one process is bound by its downloader and three
-   should take half the time or less (scrapy-aimd only).
+   should take half the time or less (scrapy-aimd only);
+3. ``kill9``: the benchmark farm again, crawled by three scrapy-aimd workers,
+   then by three of which the first (started with the others) is sent SIGKILL
+   once the farm has served a third of its pages (distinct pages answered 200,
+   polled every 0.2 s). The other two must fetch what it held: its leases
+   expire and are reaped back to the queues. ``DOWNLOAD_TIMEOUT`` is 5 s in both
+   crawls (the farm's slowest page takes 1.2 s), so a lease holds 10 s, not the 210 s
+   of Scrapy's default 180 s. Per host: pages fetched of the total, lost,
+   fetched twice, and the host's time; then the leases the survivors reaped
+   (``aimd/fleet/reaped``) and the check that pages fetched twice are at most
+   those (only a dead worker's request is fetched again).
 
 Per host: the most requests in flight at once, 429 and 503 answers, arrivals
 closer than the robots.txt Crawl-delay, pages lost and pages fetched twice, and
@@ -24,8 +35,11 @@ for the host's state in Redis). scrapy-redis runs with
 deletes the queue and the seen set under the others.
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
-    PYTHONPATH=. python benchmarks/bench_fleet_farm.py [--farm benchmark|many|both]
-        [--workers 3] [--no-scrapy-redis] [--keep DIR]
+    PYTHONPATH=. python benchmarks/bench_fleet_farm.py
+        [--farm benchmark|many|both|kill9|all] [--workers 3] [--no-scrapy-redis]
+        [--keep DIR]
+
+``both`` (the default) is 1 and 2, ``all`` is 1, 2 and 3.
 """
 
 from __future__ import annotations
@@ -34,6 +48,7 @@ import argparse
 import importlib.util
 import json
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -46,10 +61,20 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fleetcrawl import Worker, start_worker, wait_for  # noqa: E402
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer  # noqa: E402
 
-from sitefarm import HostSpec, benchmark_farm, start_farm, summarize, totals  # noqa: E402
+from sitefarm import (  # noqa: E402
+    FarmProcess,
+    HostSpec,
+    HostSummary,
+    benchmark_farm,
+    start_farm,
+    summarize,
+    totals,
+)
 
 #: Seconds any crawl may take before it is killed.
 CAP = 300.0
+#: Share of the farm's pages served when the ``kill9`` crawl's first worker is killed.
+KILL_AT = 1 / 3
 
 
 def many_hosts(count: int = 60) -> list[HostSpec]:
@@ -59,6 +84,8 @@ def many_hosts(count: int = 60) -> list[HostSpec]:
 FARMS: dict[str, tuple[Any, dict[str, Any]]] = {
     "benchmark": (benchmark_farm, {"CONCURRENT_REQUESTS": 32}),
     "many": (many_hosts, {"CONCURRENT_REQUESTS": 8}),
+    # A short timeout: a killed worker's leases (the timeout and 5 s) come back soon.
+    "kill9": (benchmark_farm, {"CONCURRENT_REQUESTS": 32, "DOWNLOAD_TIMEOUT": 5}),
 }
 
 #: Settings of a scrapy-redis worker (no scrapy-aimd), given the Redis URL.
@@ -77,9 +104,11 @@ def crawl(
     workers: int,
     out: Path,
     scrapy_redis: dict[str, Any] | None = None,
+    kill_at: float | None = None,
 ) -> dict[str, Any]:
     """One crawl of a fresh farm: ``workers`` = 0 is one process without Redis;
-    with ``scrapy_redis`` (extra settings), scrapy-redis workers instead."""
+    with ``scrapy_redis`` (extra settings), scrapy-redis workers instead; with
+    ``kill_at``, the first worker is killed -9 at that share of the pages."""
     server = RedisServer().start() if workers else None
     try:
         # The farm's clock (its outage, pauses, buckets) starts at the first request,
@@ -94,6 +123,7 @@ def crawl(
             fleet: list[Worker] = [
                 start_worker(urls, out / f"w{n}", url, common) for n in range(max(1, workers))
             ]
+            killed = kill_first(farm, specs, fleet, kill_at) if kill_at is not None else None
             wait_for(fleet, CAP)
             log = farm.read_log()
             names = {url.split("://", 1)[1]: name for name, url in farm.urls.items()}
@@ -103,6 +133,7 @@ def crawl(
     (out / "farm-log.json").write_text(json.dumps(log))
     summaries = summarize(log, specs)
     reasons = [w.stats().get("finish_reason") for w in fleet]
+    survivors = fleet[1:] if killed is not None else fleet
     return {
         "summaries": summaries,
         "totals": totals(summaries),
@@ -111,7 +142,27 @@ def crawl(
         "conflicts": sum(w.stats().get("aimd/fleet/conflicts", 0) for w in fleet),
         "feedbacks": sum(w.stats().get("aimd/fleet/feedbacks", 0) for w in fleet),
         "conflicts_by_host": conflicts_by_host(fleet, names),
+        "codes": [w.code for w in fleet],
+        "killed": killed,
+        "reaped": [w.stats().get("aimd/fleet/reaped", 0) for w in survivors],
     }
+
+
+def kill_first(
+    farm: FarmProcess, specs: list[HostSpec], fleet: list[Worker], share: float
+) -> tuple[float, int] | None:
+    """SIGKILL the first worker once the farm has served ``share`` of its pages,
+    read from its request log as the tables are; None if the fleet ended first.
+    Returns the moment (``time.time()``) and the pages served then."""
+    target = share * sum(len(spec.page_ids()) for spec in specs)
+    deadline = time.monotonic() + CAP
+    while time.monotonic() < deadline and all(w.process.poll() is None for w in fleet):
+        fetched: int = totals(summarize(farm.read_log(), specs))["pages_fetched"]
+        if fetched >= target:
+            fleet[0].process.send_signal(signal.SIGKILL)
+            return time.time(), fetched
+        time.sleep(0.2)
+    return None
 
 
 def conflicts_by_host(fleet: list[Worker], names: dict[str, str]) -> dict[str, list[int]]:
@@ -136,6 +187,19 @@ BY_HOST = "Fleet feedbacks by host (of which applied again): "
 def span(result: dict[str, Any]) -> float:
     seconds: float = result["totals"]["span_seconds"]
     return seconds
+
+
+def first_request(summaries: dict[str, HostSummary]) -> float:
+    """When the crawl's first request arrived: each host's time counts from it."""
+    return min(
+        (h.first_arrival for h in summaries.values() if h.first_arrival is not None),
+        default=0.0,
+    )
+
+
+def host_time(summaries: dict[str, HostSummary], host: str) -> str:
+    last = summaries[host].last_finish
+    return f"{last - first_request(summaries):.1f}" if last is not None else "-"
 
 
 def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
@@ -163,10 +227,6 @@ def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
         cells = []
         for label in labels:
             summaries = runs[label]["summaries"]
-            first = min(
-                (h.first_arrival for h in summaries.values() if h.first_arrival is not None),
-                default=0.0,
-            )
             s = summaries[host]
             row = [
                 s.max_in_flight,
@@ -179,8 +239,7 @@ def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
                 max(sums[label][0], row[0]),
                 *(a + b for a, b in zip(sums[label][1:], row[1:], strict=True)),
             ]
-            took = f"{s.last_finish - first:.1f}" if s.last_finish is not None else "-"
-            cells.append(" / ".join(str(v) for v in row) + f" / {took}")
+            cells.append(" / ".join(str(v) for v in row) + f" / {host_time(summaries, host)}")
         print(f"| {host} | " + " | ".join(cells) + " |")
     print(
         "| all (max, sums) | "
@@ -201,9 +260,46 @@ def report(name: str, runs: dict[str, dict[str, Any]]) -> None:
             print(f"| {host} | {feedbacks} | {again} ({again / max(1, feedbacks):.0%}) |")
 
 
+def report_kill(label: str, result: dict[str, Any]) -> None:
+    """The killed crawl: did the survivors fetch every page, and only the dead
+    worker's leases again?"""
+    summaries = result["summaries"]
+    print(f"\n{label}, exit codes {result['codes']}", end="")
+    if result["killed"] is None:
+        print(": the fleet ended before a worker was killed")
+        return
+    moment, fetched = result["killed"]
+    total = result["totals"]["pages_total"]
+    print(
+        f"; killed {moment - first_request(summaries):.1f} s after the first request, "
+        f"{fetched} of {total} pages served:\n"
+    )
+    print("| host | pages fetched / total | lost | fetched twice | time (s) |")
+    print("|---|---:|---:|---:|---:|")
+    for host, s in sorted(summaries.items()):
+        print(
+            f"| {host} | {s.pages_fetched} / {s.pages_total} | {s.pages_total - s.pages_fetched}"
+            f" | {s.duplicate_fetches} | {host_time(summaries, host)} |"
+        )
+    sums = result["totals"]
+    twice = sums["duplicate_fetches"]
+    print(
+        f"| all | {sums['pages_fetched']} / {total} | {total - sums['pages_fetched']}"
+        f" | {twice} | {span(result):.1f} |"
+    )
+    reaped = sum(result["reaped"])
+    verdict = "holds" if twice <= reaped else "FAILS"
+    print(
+        f"\nLeases reaped by the survivors (aimd/fleet/reaped): {reaped} {result['reaped']}; "
+        f"pages fetched twice ({twice}) <= leases reaped ({reaped}): {verdict}."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--farm", choices=["benchmark", "many", "both"], default="both")
+    parser.add_argument(
+        "--farm", choices=["benchmark", "many", "both", "kill9", "all"], default="both"
+    )
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--no-scrapy-redis", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
@@ -213,28 +309,34 @@ def main() -> None:
     with_redis = not args.no_scrapy_redis
     if with_redis and importlib.util.find_spec("scrapy_redis") is None:
         sys.exit("scrapy-redis is not installed: pip install scrapy-redis (or --no-scrapy-redis)")
-    names = ["benchmark", "many"] if args.farm == "both" else [args.farm]
+    groups = {"both": ["benchmark", "many"], "all": ["benchmark", "many", "kill9"]}
+    names = groups.get(args.farm, [args.farm])
     n = args.workers
     with tempfile.TemporaryDirectory(prefix="aimd-fleet-farm-") as tmp:
         base = args.keep or Path(tmp)
         for name in names:
             make, settings = FARMS[name]
-            kinds: list[tuple[str, int, dict[str, Any] | None]] = [
-                ("scrapy-aimd, 1 process", 0, None),
-                (f"scrapy-aimd, {n} workers", n, None),
+            kinds: list[tuple[str, int, dict[str, Any] | None, float | None]] = [
+                ("scrapy-aimd, 1 process", 0, None, None),
+                (f"scrapy-aimd, {n} workers", n, None, None),
             ]
             if with_redis and name == "benchmark":
                 kinds += [
-                    (f"scrapy-redis, {n} workers", n, {}),
-                    (f"scrapy-redis + AutoThrottle, {n} workers", n, AUTOTHROTTLE),
+                    (f"scrapy-redis, {n} workers", n, {}, None),
+                    (f"scrapy-redis + AutoThrottle, {n} workers", n, AUTOTHROTTLE, None),
                 ]
+            killed = f"scrapy-aimd, {n} workers, the first killed -9"
+            if name == "kill9":
+                kinds = [kinds[1], (killed, n, None, KILL_AT)]
             runs = {}
-            for label, workers, scrapy_redis in kinds:
+            for label, workers, scrapy_redis, kill_at in kinds:
                 started = time.monotonic()
                 out = base / name / re.sub(r"[^a-z0-9]+", "-", label.lower())
-                runs[label] = crawl(make(), settings, workers, out, scrapy_redis)
+                runs[label] = crawl(make(), settings, workers, out, scrapy_redis, kill_at)
                 print(f"{name}, {label}: {time.monotonic() - started:.1f} s wall", file=sys.stderr)
             report(name, runs)
+            if name == "kill9":
+                report_kill(killed, runs[killed])
 
 
 if __name__ == "__main__":

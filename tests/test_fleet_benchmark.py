@@ -10,10 +10,19 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 
 def test_bench_fleet_seen_smoke() -> None:
-    stdout = run_benchmark("bench_fleet_seen.py", "--urls", "20000")
+    stdout = run_benchmark("bench_fleet_seen.py", "--urls", "20000", "--dupefilter-urls", "0")
     rows = [line for line in stdout.splitlines() if line.startswith("| 20,000")]
     assert len(rows) == 1
     assert "0 of 256 sampled" in rows[0]
+    assert "RFPDupeFilter" not in stdout
+
+
+def test_bench_fleet_seen_against_scrapy_redis_smoke() -> None:
+    pytest.importorskip("scrapy_redis", reason="the comparison needs scrapy-redis")
+    stdout = run_benchmark("bench_fleet_seen.py", "--urls", "2000", "--dupefilter-urls", "3000")
+    rows = [line for line in stdout.splitlines() if line.startswith("| 3,000")]
+    assert len(rows) == 1, stdout
+    assert "own RFPDupeFilter, at 3,000 URLs" in stdout
 
 
 def test_bench_fleet_claim_smoke() -> None:
@@ -37,3 +46,11 @@ def test_bench_fleet_cpu_smoke() -> None:
     assert len(rows) == 3
     assert all("| 12 of 12 |" in row for row in rows), rows
     assert "fleet worker / one process:" in stdout
+
+
+def test_bench_fleet_farm_kill9_smoke() -> None:
+    """The benchmark farm twice, the second time with a worker killed: ~40 s."""
+    stdout = run_benchmark("bench_fleet_farm.py", "--farm", "kill9", "--no-scrapy-redis")
+    assert "the first killed -9, exit codes [-9, 0, 0]; killed " in stdout, stdout
+    assert stdout.count("| all | ") == 1
+    assert "Leases reaped by the survivors (aimd/fleet/reaped): " in stdout
