@@ -219,12 +219,13 @@ def test_a_count_of_queued_requests_that_no_queue_holds_is_an_error_not_a_hang(
         fleet.claim()
 
 
+@pytest.mark.parametrize("value", ["many", "inf", "nan"])
 @pytest.mark.parametrize(
     ("key", "queued"),
     [("n", False), ("n", True), ("idle_since", False), ("reaped", True), ("seen_n", True)],
 )
 def test_a_corrupt_fleet_count_gives_an_error_naming_it(
-    server: RedisServer, raw: redis.Redis, prefix: str, key: str, queued: bool
+    server: RedisServer, raw: redis.Redis, prefix: str, key: str, queued: bool, value: str
 ) -> None:
     """The fleet's counts (queued, idle since, reaped, seen), read by every
     worker's ``has_pending_requests`` and at its start, that are not numbers stop
@@ -233,10 +234,10 @@ def test_a_corrupt_fleet_count_gives_an_error_naming_it(
     fleet = worker(server.url, prefix)
     if queued:
         fleet.push([Entry("h", b"1")])
-    raw.set(f"{prefix}:{key}", "many")
-    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:{key} .*not a number: many"):
+    raw.set(f"{prefix}:{key}", value)
+    with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:{key} .*not a number: {value}"):
         fleet.status()
-    assert raw.get(f"{prefix}:{key}") == b"many"
+    assert raw.get(f"{prefix}:{key}") == value.encode()
 
 
 def test_a_corrupt_turn_gives_an_error_naming_the_key(

@@ -1201,6 +1201,25 @@ def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
     assert {key for key in raw.keys(f"{prefix}:*")} == later | {f"{prefix}:notes".encode()}
     fleet = Fleet(server.url, f"{prefix}:2026-12")  # still a fleet: its meta is there
     fleet.close()
-    raw.set(f"{prefix}Ax:n", b"3")
-    assert clear_fleet(server.url, f"{prefix}[A]x") == 0
-    assert raw.get(f"{prefix}Ax:n") == b"3"
+    # A fleet whose key continues this one's with one of its key kinds (``q``,
+    # ``h``...): its keys read as this fleet's queues and states but for its meta.
+    for kind in ("q", "h"):
+        fleet = Fleet(server.url, f"{prefix}:2026-12:{kind}")
+        FleetFrontier(
+            fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
+        ).push([Item("a.example", b"one")])
+        fleet.close()
+    nested = set(raw.keys(f"{prefix}:2026-12:*"))
+    clear_fleet(server.url, f"{prefix}:2026-12")
+    assert set(raw.keys(f"{prefix}:2026-12:*")) == nested - later
+    # Glob characters in a fleet's key: its own keys go, not those they would match.
+    glob = f"{prefix}[x]*?"
+    fleet = Fleet(server.url, glob)
+    FleetFrontier(
+        fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
+    ).push([Item("a.example", b"one")])
+    fleet.close()
+    raw.set(f"{prefix}xAB:n", b"3")
+    assert clear_fleet(server.url, glob) >= 5
+    assert raw.keys(f"{prefix}\\[x]*") == []
+    assert raw.get(f"{prefix}xAB:n") == b"3"

@@ -382,6 +382,8 @@ _OWN_NAMES: Final = frozenset(
 )
 #: ... or these kinds, then ``:`` and a host, lease, bucket or origin.
 _OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl"))
+#: A fleet's meta key's ``kind`` (init.lua).
+_KIND: Final = b"scrapy-aimd-fleet"
 #: Characters that SCAN's pattern reads as a glob.
 _GLOB: Final = re.compile(r"([*?\[\]\\])")
 
@@ -402,12 +404,36 @@ def _clear(client: redis.Redis, prefix: str) -> int:
     deleted = 0
     pattern = _GLOB.sub(r"\\\1", prefix) + ":*"
     try:
-        keys = (k for k in client.scan_iter(match=pattern, count=1000) if fleet_key(prefix, k))
+        keys = [k for k in client.scan_iter(match=pattern, count=1000) if fleet_key(prefix, k)]
+        nested = _nested_fleets(client, prefix, keys)
+        keys = [k for k in keys if not any(fleet_key(other, k) for other in nested)]
         for batch in _batches(keys, 500):
             deleted += int(client.unlink(*batch))
     except redis.RedisError as exc:
         raise FleetStoreError(f"Cannot clear {prefix}:*: {exc}") from exc
     return deleted
+
+
+def _nested_fleets(client: redis.Redis, prefix: str, keys: list[bytes]) -> list[str]:
+    """The prefixes of other fleets that continue this one with a name that is
+    also one of its key kinds (``t:q`` after ``t``: their keys read as queues of
+    hosts): found by their meta keys."""
+    own_meta = prefix.encode() + b":meta"
+    candidates = [k for k in keys if k.endswith(b":meta") and k != own_meta]
+    if not candidates:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for key in candidates:
+        pipe.type(key)
+    kinds = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    hashes = [k for k, kind in zip(candidates, kinds, strict=True) if kind in (b"hash", "hash")]
+    for key in hashes:
+        pipe.hget(key, "kind")
+    found = pipe.execute()
+    return [
+        k[: -len(b":meta")].decode() for k, kind in zip(hashes, found, strict=True) if kind == _KIND
+    ]
 
 
 def _batches(items: Any, size: int) -> Any:

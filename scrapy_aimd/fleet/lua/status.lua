@@ -4,7 +4,12 @@ check_meta()
 local now = server_now()
 local function count(name)
   local key = P .. ':' .. name
-  return num(key, 'value', call('GET', key), false)
+  local value = call('GET', key)
+  local n = num(key, 'value', value, false)
+  if n and (n ~= n or n == INF or n == -INF) then  -- tonumber takes 'inf' and 'nan'
+    fail(key, 'value is not a number: ' .. value)
+  end
+  return n
 end
 local queued = count('n') or 0
 local leased = call('ZCARD', P .. ':leases')
