@@ -619,6 +619,10 @@ class FleetScheduler:
             elif not queued:
                 self._duplicate(item.item)
                 self._dropped(item.item)
+                # Counted as queued when it was buffered: no longer, as one process
+                # never counts a duplicate.
+                for name in ("aimd/enqueued", "scheduler/enqueued", "scheduler/enqueued/redis"):
+                    self.stats.inc_value(name, -1)
         self._status = None
         if self._take_given_up():  # of hosts given up on: failed at the next call
             self.wake.now()
@@ -633,8 +637,8 @@ class FleetScheduler:
 
     def _dropped(self, request: Request) -> None:
         """``request_dropped``, for a request the engine was told was queued: the
-        shared seen set held it (another worker sent it), as one process's
-        engine says of a duplicate."""
+        shared seen set held it (another worker sent it), or the robots.txt gate
+        held a repeat, as one process's engine says of a duplicate."""
         self.crawler.signals.send_catch_log(
             signal=scrapy_signals.request_dropped, request=request, spider=self.spider
         )

@@ -354,6 +354,10 @@ def test_a_duplicate_is_dropped_as_one_process_drops_it(worker: Workers) -> None
     assert b.enqueue_request(theirs) is True  # not known here: asked of the fleet
     assert b.next_request() is None
     assert dropped == [theirs]
+    # Not counted as queued, as one process never counts a duplicate.
+    for name in ("aimd/enqueued", "scheduler/enqueued", "scheduler/enqueued/redis"):
+        assert b.stats.get_value(name, 0) == 0, name
+        assert a.stats.get_value(name) == 1, name
     assert a.enqueue_request(Request("http://h.test/page", dont_filter=True)) is True
 
 
@@ -393,3 +397,24 @@ def test_a_worker_reads_the_fleets_robots_answers_one_round_trip_a_call(
             break
     assert joining.stats.get_value("aimd/fleet/robots/shared") == len(origins), trips
     assert max(trips) == 1, trips
+
+
+@in_a_loop
+def test_a_repeat_held_for_robots_txt_is_dropped_once_the_rules_come(worker: Workers) -> None:
+    """Two requests of one URL, held while the origin's robots.txt is unknown: the
+    engine was told both were queued, so when the rules release them, the repeat
+    is said to be dropped (``request_dropped``) and queued once."""
+    scheduler = worker(ROBOTSTXT_OBEY=True)
+    dropped: list[Request] = []
+
+    def on_dropped(request: Request, spider: object) -> None:
+        dropped.append(request)
+
+    scheduler.crawler.signals.connect(on_dropped, signal=signals.request_dropped, weak=False)
+    first, repeat = Request("http://held.test/a"), Request("http://held.test/a")
+    assert scheduler.enqueue_request(first) is True
+    assert scheduler.enqueue_request(repeat) is True  # held: not known yet
+    assert scheduler.robots is not None
+    scheduler.robots.read_shared("http://held.test", RobotsAnswer(200, b"User-agent: *\n"))
+    assert dropped == [repeat]
+    assert scheduler.stats.get_value("scheduler/enqueued") == 1
