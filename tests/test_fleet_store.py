@@ -1180,6 +1180,15 @@ def test_a_fleet_is_reset_whatever_rules_made_it(
     assert clear_fleet(server.url, prefix) == 0  # nothing left: nothing to do
 
 
+def one_request_fleet(url: str, prefix: str) -> None:
+    """A fleet under ``prefix`` with one request queued."""
+    fleet = Fleet(url, prefix)
+    FleetFrontier(
+        fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
+    ).push([Item("a.example", b"one")])
+    fleet.close()
+
+
 def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
     server: RedisServer, prefix: str, raw: redis.Redis
 ) -> None:
@@ -1189,11 +1198,7 @@ def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
     own keys only. So does a key with glob characters in it (``SCAN``'s pattern
     would read them)."""
     for name in (prefix, f"{prefix}:2026-12"):
-        fleet = Fleet(server.url, name)
-        FleetFrontier(
-            fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
-        ).push([Item("a.example", b"one")])
-        fleet.close()
+        one_request_fleet(server.url, name)
     raw.set(f"{prefix}:notes", b"not a fleet key")
     later = {key for key in raw.keys(f"{prefix}:2026-12:*")}
     assert len(later) >= 5
@@ -1204,21 +1209,13 @@ def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
     # A fleet whose key continues this one's with one of its key kinds (``q``,
     # ``h``...): its keys read as this fleet's queues and states but for its meta.
     for kind in ("q", "h"):
-        fleet = Fleet(server.url, f"{prefix}:2026-12:{kind}")
-        FleetFrontier(
-            fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
-        ).push([Item("a.example", b"one")])
-        fleet.close()
+        one_request_fleet(server.url, f"{prefix}:2026-12:{kind}")
     nested = set(raw.keys(f"{prefix}:2026-12:*"))
     clear_fleet(server.url, f"{prefix}:2026-12")
     assert set(raw.keys(f"{prefix}:2026-12:*")) == nested - later
     # Glob characters in a fleet's key: its own keys go, not those they would match.
     glob = f"{prefix}[x]*?"
-    fleet = Fleet(server.url, glob)
-    FleetFrontier(
-        fleet, encode=bytes, decode=bytes, config=lambda host: FAST, lease_time=30.0
-    ).push([Item("a.example", b"one")])
-    fleet.close()
+    one_request_fleet(server.url, glob)
     raw.set(f"{prefix}xAB:n", b"3")
     assert clear_fleet(server.url, glob) >= 5
     assert raw.keys(f"{prefix}\\[x]*") == []
