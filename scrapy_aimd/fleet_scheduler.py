@@ -170,7 +170,7 @@ def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
-        shown = masked_url(url) if isinstance(url, str) else url
+        shown = masked_url(url if isinstance(url, str) else repr(url))
         raise AimdSettingsError("AIMD_REDIS_URL", shown, "a redis:// URL")
     if settings.get("JOBDIR"):  # not job_dir(), which makes the directory
         raise AimdSettingsError(
@@ -264,6 +264,8 @@ class FleetScheduler:
         #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
         #: each with when to ask again (this worker's clock).
         self.robots_waiting: list[list[Any]] = []
+        #: The latest call made a robots.txt hold: the next one claims (they take turns).
+        self._held_robots = False
         #: robots.txt answers applied once the engine is done with their requests
         #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
         self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
@@ -578,7 +580,12 @@ class FleetScheduler:
     def _queue_held(self, request: Request) -> None:
         """The robots.txt gate's resume of a request it held: a repeat is said to be
         dropped here, the engine having been told it was queued."""
-        if not self._queue(request):
+        try:
+            queued = self._queue(request)
+        except Exception as exc:  # as in enqueue_request: not left to the gate's log
+            self._stop(exc, "enqueue_request")
+            return
+        if not queued:
             self._dropped(request)
 
     def _slot_crawl_delay(self, request: Request) -> None:
@@ -662,12 +669,19 @@ class FleetScheduler:
         if self.given_up or self._take_given_up():
             return self._hand_out_given_up()
         if self.robots_waiting:
-            trips = self.fleet.counters.round_trips
-            robots = self._hold_robots(now)
-            if robots is not None or self.fleet.counters.round_trips != trips:
-                # One round trip a call: the claim goes with the engine's next ask
-                # (_hold_robots armed the wake timer for it).
-                return robots
+            if self._held_robots:
+                # A claim's turn; the engine's next ask holds again.
+                self._held_robots = False
+                self.wake.arm(now, now)
+            else:
+                trips = self.fleet.counters.round_trips
+                robots = self._hold_robots(now)
+                if robots is not None or self.fleet.counters.round_trips != trips:
+                    # One hold a call, and no claim after it: the engine's next ask
+                    # claims (_hold_robots armed the wake timer for it), so that
+                    # neither holds nor claims wait for all of the other.
+                    self._held_robots = True
+                    return robots
         if self.local:
             request = self.local.popleft()
             if request_host(request) in self.frontier.given_up:
@@ -905,6 +919,9 @@ class FleetScheduler:
                 return self._hand_out(request, held, now)
             entry[1] = now + min(POLL, max(0.0, held.ready_at - held.now))
             wake = min(wake, entry[1])
+            # To the back: the ones behind it are looked at before it comes again.
+            self.robots_waiting.remove(entry)
+            self.robots_waiting.append(entry)
         # After a round trip the engine asks again at once: for the next robots.txt,
         # the requests an answer released, or a claim (see _next_request).
         self.wake.arm(now if tried else wake, now)

@@ -16,7 +16,6 @@ import operator
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 import idna
 
@@ -45,22 +44,25 @@ class AimdSettingsError(ValueError):
 _INT_MAX = 2**63 - 1
 
 
+#: A password given as a query parameter (redis-py reads ``?password=``).
+_PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def masked_url(url: str) -> str:
     """A URL setting's value with its password hidden, for log lines and errors
-    (a Redis URL often carries one); a value without a scheme loses what comes
-    before an ``@``."""
-    if "://" not in url:
-        return re.sub(r"^[^@/]*@", "***@", url)
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparsable URL>"
-    if password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + netloc, parts.path, parts.query, parts.fragment))
+    (a Redis URL often carries one): what comes before the last ``@`` (but the
+    scheme and the user name) and any ``password=`` parameter. Masks too much
+    rather than too little: a value that is no URL at all loses the same."""
+    shown = _PASSWORD_PARAM.sub(r"\1***", url)
+    scheme, separator, rest = shown.partition("://")
+    if not separator:
+        scheme, rest = "", shown
+    at = rest.rfind("@")
+    if at < 0:
+        return shown
+    user, colon, _ = rest[:at].partition(":")
+    userinfo = f"{user}:***" if colon else "***"
+    return f"{scheme}{separator}{userinfo}{rest[at:]}"
 
 
 def read_float(

@@ -64,11 +64,16 @@ def test_redis_unreachable_at_connect_names_the_setting() -> None:
     ("url", "settings", "shown"),
     [
         ("redis://user:s3cr:et@10.0.0.5:6379/0", {"JOBDIR": "job"}, "redis://user:***@10.0.0.5"),
-        ("user:s3cr:et@10.0.0.5:6379", {}, "***@10.0.0.5:6379"),
+        ("redis://user:s3/cr@10.0.0.5:6379/0", {"JOBDIR": "job"}, "redis://user:***@10.0.0.5"),
+        ("unix:///run/r.sock?password=s3cr", {"JOBDIR": "job"}, "r.sock?password=***"),
+        ("rediss://u:s3%40cr@[::1]:6380/0", {"JOBDIR": "job"}, "rediss://u:***@[::1]:6380/0"),
+        ("user:s3cr:et@10.0.0.5:6379", {}, "user:***@10.0.0.5:6379"),
+        ("user:s3@cr@10.0.0.5:6379", {}, "user:***@10.0.0.5:6379"),
+        (b"redis://:s3cr@h", {}, "***@h"),
     ],
 )
 def test_a_refused_redis_url_is_shown_without_its_password(
-    tmp_path: Path, url: str, settings: dict[str, str], shown: str
+    tmp_path: Path, url: str | bytes, settings: dict[str, str], shown: str
 ) -> None:
     """AIMD_REDIS_URL refused at startup (with a JOBDIR, or not a URL) is named
     with its password masked, as every log line shows it."""

@@ -17,7 +17,7 @@ from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 from scrapy import Request, signals
 
-from scrapy_aimd.fleet import FleetStatus, Wait
+from scrapy_aimd.fleet import Claim, FleetStatus, Wait
 from scrapy_aimd.fleet_scheduler import (
     FLUSH_AFTER,
     FLUSH_EARLY,
@@ -418,3 +418,43 @@ def test_a_repeat_held_for_robots_txt_is_dropped_once_the_rules_come(worker: Wor
     scheduler.robots.read_shared("http://held.test", RobotsAnswer(200, b"User-agent: *\n"))
     assert dropped == [repeat]
     assert scheduler.stats.get_value("scheduler/enqueued") == 1
+
+
+@in_a_loop
+def test_robots_txt_holds_and_claims_take_turns(worker: Workers) -> None:
+    """A worker that joins with many origins' robots.txt to read claims all the
+    same, every other call: its first page does not wait for every origin."""
+    first, joining = worker(ROBOTSTXT_OBEY=True), worker(ROBOTSTXT_OBEY=True)
+    origins = [f"http://t{n}.test" for n in range(12)]
+    for origin in origins:
+        first.robots_share(origin, RobotsAnswer(200, b"User-agent: *\nAllow: /\n"), max_age=60)
+        joining.enqueue_request(Request(f"{origin}/robots.txt", meta={ROBOTS_META: origin}))
+    first.enqueue_request(Request("http://t0.test/page"))
+    first._flush()
+    assert first.frontier is not None
+    first.frontier.flush()
+    handed = [joining.next_request() for _ in range(4)]
+    assert any(r is not None and r.url == "http://t0.test/page" for r in handed), handed
+    assert joining.stats.get_value("aimd/fleet/robots/shared") in (1, 2)
+
+
+@in_a_loop
+def test_a_robots_txt_that_waits_goes_behind_the_others(worker: Workers) -> None:
+    """Origins whose robots.txt lock another worker holds wait their turn behind
+    the rest: the ninth origin's stored answer is read although the eight before
+    it keep waiting."""
+    first, joining = worker(ROBOTSTXT_OBEY=True), worker(ROBOTSTXT_OBEY=True)
+    assert first.frontier is not None
+    locked = [f"http://w{n}.test" for n in range(8)]
+    for origin in locked:  # the first worker is fetching these: their locks are taken
+        request = Request(f"{origin}/robots.txt", meta={ROBOTS_META: origin})
+        assert isinstance(first.frontier.hold(origin.split("//")[1], request, origin), Claim)
+    answered = "http://w8.test"
+    first.robots_share(answered, RobotsAnswer(200, b"User-agent: *\nAllow: /\n"), max_age=60)
+    for origin in [*locked, answered]:
+        joining.enqueue_request(Request(f"{origin}/robots.txt", meta={ROBOTS_META: origin}))
+    for _ in range(40):
+        joining.next_request()
+        if joining.stats.get_value("aimd/fleet/robots/shared"):
+            break
+    assert joining.stats.get_value("aimd/fleet/robots/shared") == 1
