@@ -44,9 +44,9 @@ from bench_farm import (
     machine,
     read_set_option,
 )
-from nginx.accesslog import HostFigures, host_figures, read_log
+from nginx.accesslog import Entry, HostFigures, host_figures, read_log
 from nginx.hosts import HOSTS, NginxHost
-from nginx.server import find_nginx, run_nginx
+from nginx.server import Listening, find_nginx, run_nginx
 from nginx.site import DOCS, Site, build_site
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -154,7 +154,7 @@ def run_one(
         killed = launch(config, cap + KILL_GRACE)
         ended = time.time()
     entries = read_log(out / "nginx" / "access.log")
-    by_port = {item.port: item.host for item in listening}
+    by_host = entries_by_host(entries, listening)
     crawl_path = out / "crawl.json"
     crawl = json.loads(crawl_path.read_text()) if crawl_path.exists() else {}
     opened = float(crawl.get("opened", launched))
@@ -163,7 +163,7 @@ def run_one(
     origin = min((e.arrived for e in entries), default=opened)
     hosts: dict[str, dict[str, Any]] = {}
     for host in HOSTS:
-        mine = [e for e in entries if by_port.get(e.port) is host]
+        mine = by_host.get(host.name, [])
         figures = host_figures(mine, sites[host.name], host.crawl_delay)
         hosts[host.name] = judged(figures, host, sites[host.name], origin)
     return NginxRun(
@@ -175,6 +175,18 @@ def run_one(
         possible_seconds=possible_seconds(sites),
         hosts=hosts,
     )
+
+
+def entries_by_host(entries: list[Entry], listening: list[Listening]) -> dict[str, list[Entry]]:
+    """Each host's log entries, by the address and port the request came in on: two
+    hosts on their own addresses may get the same free port."""
+    by_listener = {(item.address, item.port): item.host.name for item in listening}
+    mine: dict[str, list[Entry]] = {}
+    for entry in entries:
+        name = by_listener.get((entry.address, entry.port))
+        if name is not None:
+            mine.setdefault(name, []).append(entry)
+    return mine
 
 
 def judged(figures: HostFigures, host: NginxHost, site: Site, origin: float) -> dict[str, Any]:

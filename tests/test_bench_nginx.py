@@ -182,6 +182,25 @@ def test_figures_from_a_hand_made_access_log(bench: Any, tmp_path: Path) -> None
     assert figures.last_end == pytest.approx(102.5)
 
 
+def test_hosts_on_the_same_port_of_their_own_addresses_keep_their_entries(bench: Any) -> None:
+    """Each host listens on its own address, on a free port of that address: two may
+    get the same port, and the log's entries go by address and port."""
+    polite, conn = bench.hosts.HOSTS[0], bench.hosts.HOSTS[1]
+    listening = [
+        bench.server.Listening(polite, "127.0.0.5", 36803),
+        bench.server.Listening(conn, "127.0.0.7", 36803),
+    ]
+    lines = [
+        "100.000 200 0.010 127.0.0.5 127.0.0.5 36803 100 1 / /index.html",
+        "100.100 200 0.010 127.0.0.7 127.0.0.7 36803 100 2 / /index.html",
+        "100.200 200 0.010 127.0.0.7 127.0.0.7 36803 100 2 /a.html /a.html",
+    ]
+    entries = [bench.accesslog.parse_line(line) for line in lines]
+    by_host = bench.main.entries_by_host(entries, listening)
+    assert [e.ended for e in by_host[polite.name]] == [100.0]
+    assert [e.ended for e in by_host[conn.name]] == [100.1, 100.2]
+
+
 def get(url: str) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
