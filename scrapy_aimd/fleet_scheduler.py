@@ -126,6 +126,9 @@ PUSH_BUFFER = 500
 #: A worker renews the leases it holds this often, as a share of their hold
 #: after an answer: a callback or pipeline that runs longer keeps its request.
 RENEW_SHARE = 1 / 3
+#: The stats a request buffered for the fleet counts in (Scrapy's as scrapy-redis
+#: writes them), and leaves if the shared seen set held it.
+ENQUEUED_STATS = ("aimd/enqueued", "scheduler/enqueued", "scheduler/enqueued/redis")
 #: Seconds between writes of the ``aimd/fleet/*`` counts to the stats, so that
 #: Scrapy's periodic stats and monitoring see them during the crawl.
 COUNTS_EVERY = 1.0
@@ -170,8 +173,7 @@ def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
     if url is None:
         return None
     if not isinstance(url, str) or "://" not in url:
-        shown = masked_url(url if isinstance(url, str) else repr(url))
-        raise AimdSettingsError("AIMD_REDIS_URL", shown, "a redis:// URL")
+        raise AimdSettingsError("AIMD_REDIS_URL", masked_url(url), "a redis:// URL")
     if settings.get("JOBDIR"):  # not job_dir(), which makes the directory
         raise AimdSettingsError(
             "AIMD_REDIS_URL",
@@ -572,9 +574,8 @@ class FleetScheduler:
                 key=key,
             )
         )
-        self.stats.inc_value("aimd/enqueued")
-        self.stats.inc_value("scheduler/enqueued")
-        self.stats.inc_value("scheduler/enqueued/redis")
+        for name in ENQUEUED_STATS:
+            self.stats.inc_value(name)
         return True
 
     def _queue_held(self, request: Request) -> None:
@@ -628,7 +629,7 @@ class FleetScheduler:
                 self._dropped(item.item)
                 # Counted as queued when it was buffered: no longer, as one process
                 # never counts a duplicate.
-                for name in ("aimd/enqueued", "scheduler/enqueued", "scheduler/enqueued/redis"):
+                for name in ENQUEUED_STATS:
                     self.stats.inc_value(name, -1)
         self._status = None
         if self._take_given_up():  # of hosts given up on: failed at the next call
@@ -674,13 +675,11 @@ class FleetScheduler:
                 self._held_robots = False
                 self.wake.arm(now, now)
             else:
-                trips = self.fleet.counters.round_trips
                 robots = self._hold_robots(now)
-                if robots is not None or self.fleet.counters.round_trips != trips:
+                if self._held_robots:
                     # One hold a call, and no claim after it: the engine's next ask
                     # claims (_hold_robots armed the wake timer for it), so that
                     # neither holds nor claims wait for all of the other.
-                    self._held_robots = True
                     return robots
         if self.local:
             request = self.local.popleft()
@@ -895,18 +894,18 @@ class FleetScheduler:
         another holds its lock the request waits, and once its answer is stored
         this worker reads it instead (``aimd/fleet/robots/shared``). None if no
         host of them may start yet (the wake timer is set for the first that may).
-        One of them is tried a call (a round trip): then the engine is asked to
-        ask again at once, for the next or for a claim."""
+        One of them is tried a call (a round trip, said in ``_held_robots``): then
+        the engine is asked to ask again at once, for the next or for a claim."""
         assert self.frontier is not None
-        wake, tried = math.inf, False
+        wake, self._held_robots = math.inf, False
         for entry in list(self.robots_waiting)[:ROBOTS_PER_CALL]:
             request, not_before = entry
             if not_before > now:
                 wake = min(wake, not_before)
                 continue
-            if tried:
+            if self._held_robots:
                 break
-            tried = True
+            self._held_robots = True
             origin = request.meta[ROBOTS_META]
             held = self.frontier.hold(request_host(request), request, origin)
             if isinstance(held, SharedRobots):
@@ -924,7 +923,7 @@ class FleetScheduler:
             self.robots_waiting.append(entry)
         # After a round trip the engine asks again at once: for the next robots.txt,
         # the requests an answer released, or a claim (see _next_request).
-        self.wake.arm(now if tried else wake, now)
+        self.wake.arm(now if self._held_robots else wake, now)
         return None
 
     def _read_shared(self, origin: str, shared: SharedRobots) -> None:

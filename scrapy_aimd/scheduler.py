@@ -628,10 +628,9 @@ def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
     try:
         from scrapy_aimd.fleet_scheduler import FleetScheduler
     except ImportError as exc:
-        url = crawler.settings.get("AIMD_REDIS_URL")
         raise AimdSettingsError(
             "AIMD_REDIS_URL",
-            masked_url(url) if isinstance(url, str) else url,
+            masked_url(crawler.settings.get("AIMD_REDIS_URL")),
             """the redis client """
             f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
         ) from exc

@@ -48,12 +48,13 @@ _INT_MAX = 2**63 - 1
 _PASSWORD_PARAM = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
-def masked_url(url: str) -> str:
+def masked_url(url: object) -> str:
     """A URL setting's value with its password hidden, for log lines and errors
     (a Redis URL often carries one): what comes before the last ``@`` (but the
     scheme and the user name) and any ``password=`` parameter. Masks too much
-    rather than too little: a value that is no URL at all loses the same."""
-    shown = _PASSWORD_PARAM.sub(r"\1***", url)
+    rather than too little: a value that is no URL at all (its repr, if it is no
+    string) loses the same."""
+    shown = _PASSWORD_PARAM.sub(r"\1***", url if isinstance(url, str) else repr(url))
     scheme, separator, rest = shown.partition("://")
     if not separator:
         scheme, rest = "", shown

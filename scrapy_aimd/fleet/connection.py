@@ -427,7 +427,7 @@ def _nested_fleets(client: redis.Redis, prefix: str, keys: list[bytes]) -> list[
         pipe.type(key)
     kinds = pipe.execute()
     pipe = client.pipeline(transaction=False)
-    hashes = [k for k, kind in zip(candidates, kinds, strict=True) if kind in (b"hash", "hash")]
+    hashes = [k for k, kind in zip(candidates, kinds, strict=True) if kind == b"hash"]
     for key in hashes:
         pipe.hget(key, "kind")
     found = pipe.execute()
