@@ -597,15 +597,20 @@ def _prepare(crawler: Crawler) -> _Prepared:
     give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
     # The fleet first: it refuses a JOBDIR before anything in it is read or written.
     fleet = _fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None
-    jobdir = job_dir(settings)
-    if jobdir:
-        # Before the dupefilter opens its file: a JOBDIR in use is not touched.
-        spider = getattr(crawler.spidercls, "name", None)
-        check_frontier(Path(jobdir, FRONTIER_FILENAME), spider=spider)
-        check_not_stock(Path(jobdir), Path(jobdir, FRONTIER_FILENAME))
-    dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
-    if jobdir:
-        check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)
+    try:
+        jobdir = job_dir(settings)
+        if jobdir:
+            # Before the dupefilter opens its file: a JOBDIR in use is not touched.
+            spider = getattr(crawler.spidercls, "name", None)
+            check_frontier(Path(jobdir, FRONTIER_FILENAME), spider=spider)
+            check_not_stock(Path(jobdir), Path(jobdir, FRONTIER_FILENAME))
+        dupefilter = build_from_crawler(load_object(settings["DUPEFILTER_CLASS"]), crawler)
+        if jobdir:
+            check_jobdir(Path(jobdir), Path(jobdir, FRONTIER_FILENAME), dupefilter)
+    except BaseException:
+        if fleet is not None:
+            fleet.fleet.close()  # connected already: a failed start leaves no connection
+        raise
     return _Prepared(
         dupefilter,
         events_file=settings.get("AIMD_EVENTS_FILE") or None,

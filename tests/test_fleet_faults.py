@@ -457,3 +457,26 @@ def test_kill_9_of_a_worker_loses_none_of_its_requests(server: RedisServer, pref
             time.sleep(0.02)
     assert sorted(fetched) == sorted(pages)  # the killed worker's 3 among them, once each
     assert survivor.counters.reaped == 3
+
+
+def test_a_start_that_fails_after_connecting_closes_its_connection(
+    server: RedisServer, prefix: str, raw: redis.Redis
+) -> None:
+    """A DUPEFILTER_CLASS that cannot be loaded stops the worker after it connected
+    to Redis: the connection goes with it, not when the process exits."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aimd.scheduler import AimdScheduler
+
+    before = len(raw.client_list())
+    crawler = get_crawler(
+        settings_dict={
+            "AIMD_REDIS_URL": server.url,
+            "AIMD_FLEET_KEY": prefix,
+            "DUPEFILTER_CLASS": "scrapy_aimd.no_such_module.Filter",
+        }
+    )
+    with pytest.raises(ModuleNotFoundError) as failed:
+        AimdScheduler.from_crawler(crawler)
+    assert failed.traceback  # the failure, and with it the worker, still held here
+    assert len(raw.client_list()) == before
