@@ -945,41 +945,6 @@ def test_slow_start_doubles_the_limit_per_full_round() -> None:
     assert limits_after_rounds(host, now + FAST, 2) == [8, 16]
 
 
-def test_on_slow_pages_the_doubled_limit_opens_one_place_per_good_answer() -> None:
-    # Pages of 0.5 s: the answer that ends the round at 2 opens one more place, and
-    # each good answer after it one more, up to 4; never the doubling's half at once.
-    # (Fast pages double at once: the test above.)
-    host = make()
-    now = one_good(host, 0.0, latency=0.5)
-    assert host.concurrency == 2
-    a, b = host.start(now), host.start(now)
-    now += 0.5
-    host.finish(a, now, status=200, latency=0.5)
-    host.finish(b, now, status=200, latency=0.5)
-    assert host.concurrency == 3
-    started = [host.start(now) for _ in range(3)]
-    assert host.ready_at(now) == math.inf
-    now += 0.5
-    host.finish(started[0], now, status=200, latency=0.5)
-    assert host.concurrency == 4  # the answer's place and one more: two starts
-    host.start(now), host.start(now)
-    assert host.ready_at(now) == math.inf
-    host.finish(started[1], now, status=200, latency=0.5)
-    assert host.concurrency == 4  # open: the round at 4 goes on
-
-
-@pytest.mark.parametrize(("capacity", "latency"), [(4, 0.4), (5, 0.3)])
-def test_slow_start_finds_a_hard_capacity_under_slow_pages_with_one_refusal(
-    capacity: int, latency: float
-) -> None:
-    # The farm's "mixed" host (room for 4, pages of 0.4 s), answers read at once as a
-    # fleet's workers read them: the doubling from 4 to 8 opened at once sent 4 past
-    # the room together, and 4 (and 3 for room for 5) were refused, not one.
-    crawl = crawl_pages(ControllerConfig(), CapacityHost(capacity, latency), 150)
-    assert crawl.throttled <= 1, crawl
-    assert crawl.duration <= 150 * latency / capacity * 1.1 + 1.5, crawl
-
-
 def test_after_the_first_pushback_the_limit_grows_by_one_per_round() -> None:
     host = make(max_concurrency=16)
     now = grow_to(host, 8)
@@ -1085,9 +1050,8 @@ def test_survivors_started_together_count_even_at_a_latency_of_zero() -> None:
 
 def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
-    # answers (cached pages) must not push the limit up. (A ceiling of 4: the round
-    # at 4 is the one refused, not one that doubled on as it opened.)
-    host = make(max_concurrency=4)
+    # answers (cached pages) must not push the limit up.
+    host = make(max_concurrency=8)
     now = 0.0
     while host.concurrency < 4:
         now = good_round(host, now, latency=0.5)

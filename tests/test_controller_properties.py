@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import replace
 from typing import Any
@@ -533,18 +532,17 @@ def test_pages_that_do_not_slow_with_the_load_never_end_slow_start(
     latency: float, max_concurrency: int, jitter: list[float]
 ) -> None:
     """Pages within 10 % of one latency, whatever the load: no round is KNEE_RISE
-    (1.25) times slower than another, so slow start doubles up to the limit, each
-    doubling within two page times (one to open it per answer, one for its own
-    pages), every place refilled as it is freed, as a crawler does."""
+    (1.25) times slower than another, so slow start doubles up to the limit in
+    log2(max_concurrency) + 1 full rounds."""
     host = HostController(ControllerConfig(max_concurrency=max_concurrency))
     now, answered = 0.0, 0
-    fetches: list[tuple[float, int, Ticket, float]] = []
-    doublings = math.ceil(math.log2(max_concurrency)) + 1
-    while host.concurrency < max_concurrency and now <= doublings * 2 * 1.1 * latency:
+    for _ in range(math.ceil(math.log2(max_concurrency)) + 1):
+        tickets = []
         while host.ready_at(now) <= now:
-            took = latency * jitter[answered % len(jitter)]
-            heapq.heappush(fetches, (now + took, answered, host.start(now), took))
-            answered += 1
-        now, _, ticket, took = heapq.heappop(fetches)
-        host.finish(ticket, now, status=200, latency=took)
+            tickets.append(host.start(now))
+        times = [latency * jitter[(answered + i) % len(jitter)] for i in range(len(tickets))]
+        answered += len(tickets)
+        for ticket, took in sorted(zip(tickets, times, strict=True), key=lambda pair: pair[1]):
+            host.finish(ticket, now + took, status=200, latency=took)
+        now += max(times)
     assert host.concurrency == max_concurrency

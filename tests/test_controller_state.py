@@ -263,8 +263,6 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"round_since": "then"},
         {"unloaded": [1.0]},
         {"unloaded": "light"},
-        {"ramp_to": -1},
-        {"ramp_to": "doubled"},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:

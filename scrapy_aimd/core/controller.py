@@ -626,10 +626,6 @@ class HostController:
     _unloaded: float | None = field(init=False, default=None)
     """The lowest median page latency of slow start's rounds: the host's pages at a
     load it took without slowing (see ``KNEE_RISE``)."""
-    _ramp_to: int = field(init=False, default=0)
-    """Slow start's doubled limit, from the doubling to the end of its round, where
-    it opens one place per good answer (see :meth:`_opens_per_answer`); 0 where it
-    opened at once."""
     _credit: int = field(init=False, default=0)
     """Starts that may go without waiting for the gap (its floor still holds): the
     tokens a bucket whose rate and burst are known refilled during its pause."""
@@ -902,10 +898,8 @@ class HostController:
         self._fresh_round(now)
 
     def _fresh_round(self, now: float) -> None:
-        """Round bookkeeping starts again: the limit changed (a doubling that was
-        still opening is over)."""
+        """Round bookkeeping starts again: the limit changed."""
         self._round = _Round(since=now)
-        self._ramp_to = 0
         if len(self._live) >= self._concurrency:
             self._round.full_since = now
 
@@ -1350,20 +1344,10 @@ class HostController:
         round_, floor = self._round, self.floor
         if not self.cfg.adaptive or self._rise is not None:  # judging a rise: lower load
             return
-        if self._slow_start and self._concurrency < self._ramp_to:
-            self._concurrency += 1  # the doubling opens by one place per good answer
-            # Used means used at the limit as it is now, not one place below it.
-            round_.reached_limit = round_.held_back = False
-            if 4 * self._concurrency >= 3 * self._ramp_to > 4 * (self._concurrency - 1):
-                # Half open: the round's own pages (see _too_few_own_pages) start here.
-                round_.since, round_.own = now, []
-            return
         # Where the gap is still above its floor, the limit grows only if it held the
         # host back (the limit, not the gap, set the pace).
         used = round_.reached_limit if self._gap <= floor else round_.held_back
         if round_.good < self._concurrency or not used or not self._loaded(round_, now):
-            return
-        if self._ramp_to and self._too_few_own_pages(round_):
             return
         self._served = (self._concurrency, now)
         if self._concurrency >= self.cfg.max_concurrency:
@@ -1378,37 +1362,9 @@ class HostController:
         if self._found_room(now):
             return
         grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
-        grown = min(self.cfg.max_concurrency, grown)
+        self._concurrency = min(self.cfg.max_concurrency, grown)
         self._since_refusal = 0  # a refusal at the new limit says it is too many
-        opens = self._slow_start and self._opens_per_answer()
-        self._concurrency = self._concurrency + 1 if opens else grown
         self._fresh_round(now)
-        if opens:
-            self._ramp_to = grown
-
-    def _opens_per_answer(self) -> bool:
-        """Slow start's doubled limit opens one place now and one per good answer
-        after, as TCP's window grows per ACK, where the host's pages are slow
-        (``fast_latency``): opened at once, the doubling's half sat at the host for a
-        page time before an answer could say it was too many. The farm's ``mixed``
-        host (room for 4, pages of 0.4 s), crawled by a fleet: a round at 4 ended,
-        the limit went to 8, one claim took 5 requests at once and 3 of them were
-        refused; a fleet of three was refused there 5 times a crawl (median of ten
-        runs), once with this. Where the pages are fast, the first refusal comes back before much
-        of the doubling has started, and opening per answer only sends starts in
-        pairs (TCP's ACK-clocked trains): a bucket of 20/s with 20 ms pages
-        refused 3.85 requests a crawl over 20 seeds so, against 3.0."""
-        slow = self._latency.slow
-        return slow is not None and slow > self.cfg.fast_latency
-
-    def _too_few_own_pages(self, round_: _Round) -> bool:
-        """A doubling that opened one place per answer is judged by its own pages (see
-        ``KNEE_OWN_PAGES``): its round's first answers are of pages started before it
-        and while it opened, so the round waits for enough of those started once it
-        was half open. Judged without them, a soft host with room for 10 read as
-        fast enough at 16, and slow start went on to 29."""
-        needed = min(KNEE_OWN_PAGES, self._concurrency // 2)
-        return len(round_.pages) >= KNEE_PAGES and len(round_.own) < needed
 
     def _note_round_page(self, latency: float, now: float, *, own: bool) -> None:
         """A slow-enough page of the current round, for ``KNEE_RISE``: in slow start
@@ -1444,9 +1400,7 @@ class HostController:
             if self._slow_start:
                 self._slow_start = False
                 room = round(self._concurrency * unloaded / median)
-                # Never below the limit before the doubling, opened or still opening.
-                doubled = max(self._concurrency, self._ramp_to)
-                self._concurrency = max((doubled + 1) // 2, room)
+                self._concurrency = max((self._concurrency + 1) // 2, room)
                 # The queue of the doubling is not read as a rise: its answers are
                 # from before this decrease (at most one per round).
                 self._round_number += 1
@@ -1662,7 +1616,6 @@ class HostController:
             "round_own": list(rnd.own),
             "unloaded": self._unloaded,
             "credit": self._credit,
-            "ramp_to": self._ramp_to,
         }
         return {
             "version": _STATE_VERSION,
@@ -1790,7 +1743,6 @@ class HostController:
         rnd.own = _state_floats(m, "round_own", m.get("round_own", []), None)[-LATENCY_SAMPLES:]
         self._unloaded = _state_optional(m, "unloaded")
         self._credit = _state_int(m, "credit", 0, 0)
-        self._ramp_to = min(_state_int(m, "ramp_to", 0, 0), cfg.max_concurrency)
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
