@@ -1384,7 +1384,8 @@ class HostController:
         lightest round does not grow the limit: the host queues what is above its
         room. In slow start the limit goes back to that room, estimated as the limit
         over the slowdown (a server whose pages take n / room times as long with n
-        in flight), never below the limit before the doubling; after slow start it
+        in flight), never below half the limit (the limit before the doubling, or
+        less where the ceiling cut the doubling short); after slow start it
         holds. A rise that a lower load does not bring down (a new normal, see
         :meth:`_not_our_rise`) forgets the reference."""
         pages = sorted(self._round.pages)
