@@ -362,7 +362,9 @@ def test_the_fleet_counts_are_in_the_stats_during_the_crawl(tmp_path: Path, redi
         "LOGSTATS_INTERVAL": 0.5,
         "PERIODIC_LOG_STATS": {"include": ["aimd/fleet/claims"]},
     }
-    specs = [HostSpec(name="h", pages=60, latency=0.1)]
+    # Pages enough to claim for seconds (slow start at 0.1 s pages reaches 60 within
+    # about 1 s, the first write of the counts): a line must fall while claiming.
+    specs = [HostSpec(name="h", pages=200, latency=0.1)]
     with start_farm(specs, max_seconds=120) as farm:
         fleet = workers(farm, tmp_path, redis_url, 1, periodic)
         wait_for(fleet, 90)

@@ -468,7 +468,9 @@ def test_a_start_that_fails_after_connecting_closes_its_connection(
 
     from scrapy_aimd.scheduler import AimdScheduler
 
-    before = len(raw.client_list())
+    # By id: a connection of an earlier test that the collector closes meanwhile
+    # changes the count, not what is new.
+    before = {client["id"] for client in raw.client_list()}
     crawler = get_crawler(
         settings_dict={
             "AIMD_REDIS_URL": server.url,
@@ -479,4 +481,4 @@ def test_a_start_that_fails_after_connecting_closes_its_connection(
     with pytest.raises(ModuleNotFoundError) as failed:
         AimdScheduler.from_crawler(crawler)
     assert failed.traceback  # the failure, and with it the worker, still held here
-    assert len(raw.client_list()) == before
+    assert {client["id"] for client in raw.client_list()} <= before

@@ -1269,11 +1269,18 @@ class FleetFrontier(Generic[T]):
             queued, leased, idle_since, now, reaped, seen = reply
             server_now = self.fleet.saw_time(now)
             idle_for = max(0.0, server_now - float(idle_since)) if idle_since else 0.0
-            counts = int(float(queued)), int(leased), int(float(reaped)), int(float(seen))
+            status = FleetStatus(
+                int(float(queued)),
+                int(leased),
+                idle_for,
+                server_now,
+                int(float(reaped)),
+                int(float(seen)),
+            )
         except (TypeError, ValueError, OverflowError) as exc:
             raise FleetStoreError(f"the fleet's status cannot be read: {reply!r}") from exc
-        self.seen.check_room(counts[3])
-        return FleetStatus(counts[0], counts[1], idle_for, server_now, counts[2], counts[3])
+        self.seen.check_room(status.seen)
+        return status
 
     def host(self, host: str) -> HostView | None:
         """The host as the fleet holds it, None if it was never queued."""
