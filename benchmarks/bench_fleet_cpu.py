@@ -43,7 +43,9 @@ included (``_flush_waiting``, the 20 ms timer that sends buffered pushes and
 answers when no claim took them; ``_pushed``, ``_queue_held`` and ``_route``, the
 callbacks of the pushes and of the robots.txt gate), and ``open`` and
 ``close``: what is left, "rest", is the engine, the downloader, the spider and
-the garbage collector outside the scheduler.
+the garbage collector outside the scheduler. "process sys CPU" is the kernel's
+share of the whole process's CPU (system calls: sockets, and a fleet worker's
+waits for Redis's replies).
 
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
     PYTHONPATH=. python benchmarks/bench_fleet_cpu.py [--hosts 12] [--pages 100] [--rounds 5]
@@ -285,6 +287,7 @@ def child(config_path: str) -> None:
                 },
                 "detail": {"cpu": detail.cpu, "calls": detail.calls},
                 "process_cpu": usage.ru_utime + usage.ru_stime,
+                "process_sys": usage.ru_stime,
                 "probe_cpu": statistics.median(meter.probes) if meter.probes else None,
                 "probes": len(meter.probes),
             }
@@ -521,9 +524,9 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
         "| crawler | requests | scheduler CPU (us) | vs one process | range "
         "| probe-corrected | range | probe vs one process | range "
         "| GC in the scheduler (us) | scheduler wall (us) | process CPU (ms) "
-        "| rest (us) | Redis CPU (us) |"
+        "| process sys CPU (us) | rest (us) | Redis CPU (us) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for kind in kinds:
         answered = min(figures["requests"] for figures in rounds[kind])
         print(
@@ -533,6 +536,7 @@ def report(rounds: Rounds, args: argparse.Namespace) -> None:
             f"| {spread(probe_ratios(rounds, kind, base))} "
             f"| {median(kind, us('scheduler_gc')):.1f} | {median(kind, us('scheduler_wall')):.0f} "
             f"| {median(kind, us('process_cpu')) / 1e3:.2f} "
+            f"| {median(kind, us('process_sys')):.0f} "
             f"| {median(kind, lambda f: rest(f) * 1e6):.0f} "
             f"| {median(kind, us('redis_cpu')):.0f} |"
         )

@@ -1048,6 +1048,30 @@ def test_survivors_started_together_count_even_at_a_latency_of_zero() -> None:
     assert host.concurrency == 3
 
 
+def test_survivors_read_late_count_as_together_only_for_the_host_s_page_time() -> None:
+    # The farm's ``outage`` host (room for 4, pages of 0.1 s) crawled by a busy fleet
+    # worker, as its logs showed it: at a limit of 8, of six started together four are
+    # served from 0.04 to 0.14 s and two refused; the four are read at 0.23 s. Two
+    # more, started at 0.14 s while the limit was still 8, reach the host at 0.235 s,
+    # after the four were done there, and are read at 0.32 s. Each taken for its whole
+    # latency, the six look fetched together (the limit went to 6, and 503s followed);
+    # a fetch is at the host for about its page time, somewhere inside its latency.
+    host = make(max_concurrency=16)
+    now = 0.0
+    while host.concurrency < 8:
+        now = good_round(host, now, latency=0.1)
+    first = [host.start(now) for _ in range(6)]
+    late = [host.start(now + 0.14) for _ in range(2)]
+    for ticket in first[4:]:
+        host.finish(ticket, now + 0.15, status=503, latency=0.01)
+    assert host.concurrency == 4
+    for ticket in first[:4]:
+        host.finish(ticket, now + 0.23, status=200, latency=0.23)
+    for ticket in late:
+        host.finish(ticket, now + 0.32, status=200, latency=0.18)
+    assert host.concurrency == 4  # four at once, never six
+
+
 def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
     # answers (cached pages) must not push the limit up.

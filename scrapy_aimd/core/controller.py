@@ -165,6 +165,14 @@ six requests queued at the host for no more throughput, its pages taking 1.6 s. 
 knee of 1.1 ended slow start on pages that stay within 10 % of one latency at any
 load (tests/test_controller_properties.py); pages jittered by +-20 % need more."""
 
+SURVIVOR_PAGE_TIME = 1.25
+"""A survivor of an overload was at the host for its page time, at most this many
+times the host's baseline (jitter), not for its whole latency: a busy crawler sends
+late and reads late. The farm's ``outage`` host (room for 4, pages of 0.1 s) crawled
+by three workers on two cores: four survivors read after 0.23 s and two sent after
+they were done at the host, each taken for its whole latency, looked fetched six
+together; the limit went from 4 to 6, and 503s followed."""
+
 KNEE_PAGES = 4
 """... judged on rounds of at least this many pages slower than ``fast_latency``:
 cached or static pages of milliseconds tell nothing of a queue, and on a host that
@@ -1427,8 +1435,8 @@ class HostController:
         limit above it is the one it was overloaded at).
 
         At once means fetched together: no more of them count than overlapped, each
-        from its start for its latency. A round whose starts were spread out has
-        answers that did not: the farm's ``narrow`` host (100 ms pages, 503 and
+        for its time at the host. A round whose starts were spread out has answers
+        that did not: the farm's ``narrow`` host (100 ms pages, 503 and
         Retry-After: 1 above 2 at once), crawled by a fleet, answered 3 of a round of 4
         well (on the fake clock: one started after another was done at the server
         while the 503 was still to be read); counting 3 put the limit back at 3,
@@ -1436,18 +1444,25 @@ class HostController:
         and its next 503 there read as a rate limit (the gap set from the pace). The
         in-flight count cannot tell: the 503 and every survivor were in flight together
         here. So each fetch counts for the time it was surely at the host: no earlier
-        than its answer less its latency (the time to the headers), no later than its
-        start plus that latency. Its start alone would take a send that came late for
-        an early fetch (a fleet worker whose reactor was busy sent two requests 46 ms
-        after their claim, after the one before them was done: the farm's ``narrow``
-        again), its answer alone would take answers read late together for fetches
-        that met. A fetch read too late to be sure of counts alone, and then the limit
-        merely stays halved."""
+        than its answer less its page time, no later than its start plus that page
+        time. The page time is its latency (the time to the headers), or
+        ``SURVIVOR_PAGE_TIME`` times the host's baseline if that is less: a busy
+        crawler's latencies hold its own delays. Its start alone would take a send
+        that came late for an early fetch (a fleet worker whose reactor was busy sent
+        two requests 46 ms after their claim, after the one before them was done: the
+        farm's ``narrow`` again), its answer alone would take answers read late
+        together for fetches that met. A fetch read too late to be sure of counts
+        alone, and then the limit merely stays halved."""
         if self._survivors is None or ticket.round != self._round_number - 1:
             return
         self._survivors += 1
-        # (from, to): after ``to`` when it was read too late to be sure (it counts alone).
-        self._survivor_fetches.append((now - latency, ticket.started + latency))
+        # At the host for ``page`` from some time between its start and its answer
+        # less its latency: surely from ``now - page`` to ``ticket.started + page``
+        # ((from, to): after ``to`` when it was read too late to be sure: it counts
+        # alone).
+        baseline = self._latency.baseline
+        page = latency if baseline is None else min(latency, SURVIVOR_PAGE_TIME * baseline)
+        self._survivor_fetches.append((now - page, ticket.started + page))
         overloaded = self._overloaded_at
         if overloaded is None or self._survivors < self._concurrency:
             return
