@@ -215,6 +215,25 @@ def encode_batch(keys: array[int]) -> bytes:
     return body + zlib.crc32(body).to_bytes(_CRC_BYTES, "little")
 
 
+def keys_to_hex(keys: array[int]) -> str:
+    """``keys`` as text (u64 LE, hex), for a JSON state."""
+    if sys.byteorder != "little":
+        keys = array("Q", keys)
+        keys.byteswap()
+    return keys.tobytes().hex()
+
+
+def keys_from_hex(text: str) -> array[int]:
+    """The keys of :func:`keys_to_hex`; ``ValueError`` if ``text`` is not such."""
+    data = bytes.fromhex(text)
+    if len(data) % 8:
+        raise ValueError(f"{len(data)} bytes is not a whole number of keys")
+    keys = array("Q", data)
+    if sys.byteorder != "little":
+        keys.byteswap()
+    return keys
+
+
 def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
     """The keys in ``path`` and the length of its intact part.
 
@@ -409,6 +428,23 @@ class AimdDupeFilter:
             self._inc_stat("aimd/dupefilter/redirect_same_key")
             return False
         return True
+
+    @property
+    def unwritten(self) -> array[int]:
+        """The keys seen and not yet written to the file (do not change it)."""
+        return self._pending
+
+    def restore_unwritten(self, keys: array[int]) -> int:
+        """Mark ``keys`` seen, and write those this filter did not know with the
+        next batch: keys that a killed crawl had committed with their requests
+        (``scrapy_aimd.jobdir``) but not yet written. How many were new."""
+        new = 0
+        for key in keys:
+            if self._seen.add(key):
+                new += 1
+                if self._file is not None:
+                    self._buffer(key)
+        return new
 
     def _buffer(self, key: int) -> None:
         if len(self._pending) >= BATCH_KEYS:

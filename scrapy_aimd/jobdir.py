@@ -34,9 +34,11 @@ it found later is filtered as a duplicate. The protocol that keeps it:
 5. Seen keys are written only after their requests' rows are committed: the
    dupefilter calls ``before_flush`` (a commit) before it writes a batch, and
    writes a full batch before it adds the next key, whose request is not stored
-   yet. After each commit the keys are written too, so the keys file lags the
-   database by a moment: a request durable and not yet seen is safe (at worst
-   fetched twice if a crash falls in that moment).
+   yet. So that the keys file may lag the database, each commit also stores the
+   keys seen and not yet written (a handful: they are written after each
+   commit), and a resumed crawl marks them seen again: a request committed in
+   the moment before its key reached the file is neither lost nor queued a
+   second time when a link to it turns up again.
 6. A request that cannot be serialized (a callback that is not a method of the
    spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots_middleware`) stays
    in memory, counted in ``aimd/jobdir/unserializable`` and logged: a crash
@@ -71,7 +73,7 @@ from scrapy.utils.request import request_from_dict
 
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
-from scrapy_aimd.dupefilter import AimdDupeFilter
+from scrapy_aimd.dupefilter import AimdDupeFilter, keys_from_hex, keys_to_hex
 from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FRONTIER_FILENAME",
+    "UNWRITTEN_KEYS",
     "Jobdir",
     "JobdirError",
     "RequestCodec",
@@ -104,6 +107,8 @@ FRONTIER_FILENAME: Final = "aimd-frontier.sqlite"
 CHECKPOINT_INTERVAL: Final = 0.25
 #: Writes in one transaction before a checkpoint.
 CHECKPOINT_WRITES: Final = 2000
+#: The stored state that holds the seen keys not yet in the keys file.
+UNWRITTEN_KEYS: Final = "dupefilter:unwritten"
 #: What Scrapy's own scheduler and dupefilter leave in a JOBDIR.
 STOCK_QUEUE: Final = "requests.queue"
 STOCK_SEEN: Final = "requests.seen"
@@ -387,11 +392,18 @@ class Jobdir:
         self._robots_checked: set[str] = set()
         self._timer: Any = None
         self.failed = False
+        #: Whether the store holds unwritten keys that a commit must replace.
+        self._unwritten_saved = False
         if isinstance(dupefilter, AimdDupeFilter):
             dupefilter.before_flush = self.commit
             # A seen-keys file that cannot be written (a full disk) stops the
             # crawl here, as a frontier that cannot is: one ERROR, one reason.
             dupefilter.on_error = self.fail
+            try:
+                self._restore_unwritten(dupefilter)
+            except StoreError:
+                self.store.close()
+                raise
         else:
             logger.warning(
                 "DUPEFILTER_CLASS %s does not wait for the frontier before it writes "
@@ -402,6 +414,19 @@ class Jobdir:
         if self.store.restored:
             logger.info("Resuming %s: %d requests queued", self.store.path, self.store.restored)
         self.stats.set_value("aimd/jobdir/restored", self.store.restored)
+
+    def _restore_unwritten(self, dupefilter: AimdDupeFilter) -> None:
+        saved = self.store.load_state(UNWRITTEN_KEYS)
+        if saved is None:
+            return
+        try:
+            keys = keys_from_hex(saved["keys"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreError(
+                f"{self.store.path} is corrupted: the state of {UNWRITTEN_KEYS!r}: {exc!r}"
+            ) from exc
+        self._unwritten_saved = bool(keys)
+        self.stats.set_value("aimd/jobdir/seen_restored", dupefilter.restore_unwritten(keys))
 
     def start(self, frontier: Frontier[Request]) -> None:
         """Use ``frontier`` (over ``self.store``) and start the checkpoint timer."""
@@ -451,10 +476,20 @@ class Jobdir:
         commit. The dupefilter calls this before it writes seen keys."""
         self._forget_done()
         self._save_hosts()
+        self._save_unwritten()
         self.store.commit()
         self.stats.set_value("aimd/jobdir/unserializable", self.store.unserializable)
         if self.store.undecodable:
             self.stats.set_value("aimd/jobdir/undecodable", self.store.undecodable)
+
+    def _save_unwritten(self) -> None:
+        """Store the keys seen and not yet written with the rows of their requests."""
+        if not isinstance(self.dupefilter, AimdDupeFilter):
+            return
+        keys = self.dupefilter.unwritten
+        if keys or self._unwritten_saved:
+            self.store.save_state(UNWRITTEN_KEYS, {"keys": keys_to_hex(keys)})
+            self._unwritten_saved = bool(keys)
 
     def _forget_done(self) -> None:
         if not self.flights.stored or self.frontier is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from scrapy_aimd.dupefilter import BATCH_KEYS, AimdDupeFilter
 from scrapy_aimd.inflight import InFlight
 from scrapy_aimd.jobdir import (
     FRONTIER_FILENAME,
+    UNWRITTEN_KEYS,
     Jobdir,
     JobdirError,
     RequestCodec,
@@ -31,7 +33,7 @@ from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import AimdSettingsError
 from scrapy_aimd.shutdown import read_grace
-from scrapy_aimd.sqlite_store import SqliteQueueStore
+from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
 
 
 class PagesSpider(Spider):
@@ -291,6 +293,49 @@ async def seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path)
     )
     assert store.restored == BATCH_KEYS + 10  # those in progress too
     store.close()
+
+
+def test_a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    asyncio.run(a_request_committed_before_its_key_was_written_is_seen_after_a_crash(tmp_path))
+
+
+async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint commits the frontier, then writes the seen keys: a crawl
+    killed between the two leaves a request queued whose key is in no file. The
+    resumed crawl must still know it as seen, or a link to it found again
+    queues it a second time (fetched twice, though it was never in flight)."""
+    scheduler, _, spider = open_scheduler(tmp_path / "first")
+    jobdir = scheduler.jobdir
+    assert jobdir is not None
+    urls = [f"http://example.com/{n}" for n in range(3)]
+    for url in urls[:2]:
+        assert scheduler.enqueue_request(Request(url, callback=spider.parse_page))
+    jobdir.checkpoint()  # keys and rows both written
+    assert scheduler.enqueue_request(Request(urls[2], callback=spider.parse_page))
+    jobdir.commit()  # the first half of a checkpoint; the crawl dies here
+    shutil.copytree(tmp_path / "first" / "job", tmp_path / "crash" / "job")
+    scheduler.close("shutdown")
+    resumed, _, spider = open_scheduler(tmp_path / "crash")
+    assert resumed.jobdir is not None and resumed.jobdir.store.restored == 3
+    for url in urls:
+        assert not resumed.enqueue_request(Request(url, callback=spider.parse_page)), url
+    assert resumed.stats.get_value("aimd/jobdir/seen_restored") == 1
+    resumed.close("shutdown")
+    again, _, _ = open_scheduler(tmp_path / "crash")  # the restored key is written now
+    assert len(again.df) == 3  # type: ignore[arg-type]
+    again.close("shutdown")
+
+
+def test_corrupt_unwritten_keys_are_named_at_the_start(tmp_path: Path) -> None:
+    first = open_jobdir(tmp_path, SAVED_AT, {})
+    first.store.save_state(UNWRITTEN_KEYS, {"keys": "0123"})  # two bytes: no key
+    first.close()
+    with pytest.raises(StoreError, match=f"{FRONTIER_FILENAME}.*{UNWRITTEN_KEYS}"):
+        open_jobdir(tmp_path, RESUMED_AT, {})
 
 
 def test_a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
