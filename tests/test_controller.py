@@ -1072,6 +1072,73 @@ def test_survivors_read_late_count_as_together_only_for_the_host_s_page_time() -
     assert host.concurrency == 4  # four at once, never six
 
 
+def crawl_full(
+    host: HostController,
+    until: float,
+    latencies: Iterator[float],
+    capacity: int,
+) -> list[tuple[float, int, int]]:
+    """Keep the host's limit full, as a busy crawler does (each answer's place is
+    taken again at once), until ``until``; the host serves ``capacity`` at once
+    and refuses the rest with 503 at once. Each request takes the next of
+    ``latencies``. Returns (time, status, limit after it) per answer."""
+    answers: list[tuple[float, int, Ticket, int, float]] = []
+    order = itertools.count()
+    log: list[tuple[float, int, int]] = []
+    now = 0.0
+    while True:
+        while now < until and host.ready_at(now) <= now:
+            ticket = host.start(now)
+            latency = next(latencies)
+            if len(answers) >= capacity:
+                heapq.heappush(answers, (now + 0.002, next(order), ticket, 503, 0.002))
+            else:
+                heapq.heappush(answers, (now + latency, next(order), ticket, 200, latency))
+        if not answers:
+            return log
+        now, _, ticket, status, latency = heapq.heappop(answers)
+        host.finish(ticket, now, status=status, latency=latency)
+        log.append((now, status, host.concurrency))
+
+
+def test_slow_pages_of_the_overloads_round_count_as_survivors() -> None:
+    # The farm's ``mixed`` host: room for 4, half its pages static (10 ms), half
+    # dynamic (0.4 s). Slow start doubles to 8 and four are refused; the four served
+    # at once count, the slow ones too (slower than the fast pages' baseline, they
+    # are the host's normal pages, not a rise), so that 5, above what the host served,
+    # is not tried again before ``probe_time``. Counting only the fast ones left the
+    # limit overloaded at 8, and the next full round at 4 tried 5: one more 503.
+    host = make(max_concurrency=16, probe_time=30.0)
+    log = crawl_full(host, 20.0, itertools.cycle([0.01, 0.4]), capacity=4)
+    refused = [t for t, status, _ in log if status == 503]
+    assert len(refused) == 4, log
+    assert max(limit for t, _, limit in log if t > refused[-1]) == 4, log
+
+
+def test_the_limit_above_the_halved_one_waits_for_the_survivors_or_probe_time() -> None:
+    # The farm's ``mixed`` host crawled by a fleet: slow start doubled 4 to 8 with
+    # three pages of 0.4 s in flight; the five more were refused at once, and a full
+    # round at the halved limit of 4 (fast pages) came back before the three. Until
+    # survivors say the host served more, it is known to serve the halved limit:
+    # trying 5 at once cost a 503.
+    host = make(max_concurrency=16, probe_time=30.0)
+    now = grow_to(host, 8)
+    slow = [host.start(now) for _ in range(3)]
+    for ticket in [host.start(now) for _ in range(5)]:
+        host.finish(ticket, now + 0.002, status=503, latency=0.002)
+    assert host.concurrency == 4
+    now += 0.01
+    for _ in range(4):  # a full round at 4 with the three: one place, four pages
+        now = one_good(host, now, latency=0.01)
+    assert host.concurrency == 4  # not 5: its survivors are still out
+    for ticket in slow:
+        host.finish(ticket, now + 0.4, status=200, latency=0.4)
+    now = good_round(host, now + 0.4)
+    assert host.concurrency == 4
+    limits = limits_after_rounds(host, now + 30.0, 4)
+    assert 5 in limits, limits  # tried again after probe_time
+
+
 def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
     # answers (cached pages) must not push the limit up.

@@ -256,6 +256,8 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"survivor_fetches": [[1.0]]},
         {"survivor_fetches": [None]},
         {"survivor_fetches": [[1.0, math.nan]]},
+        {"survivors_until": -1},
+        {"survivors_until": "12"},
         {"round_pages": "slow"},
         {"round_pages": [-1.0]},
         {"round_own": "slow"},

@@ -602,6 +602,9 @@ class HostController:
     _survivor_fetches: list[tuple[float, float]] = field(init=False, default_factory=list)
     """... and no more than were fetched together: each one's start and its start plus
     its latency (see :meth:`_count_survivor`)."""
+    _survivors_until: int | None = field(init=False, default=None)
+    """... the serial of the last request of that round: until each is back, the limit
+    does not grow (see :meth:`_survivors_out`)."""
     _good_since_decrease: bool = field(init=False, default=False)
     """A good answer came from a request started after the last decrease."""
     _rise: tuple[float, int, float, bool, tuple[int, float] | None] | None = field(
@@ -781,6 +784,10 @@ class HostController:
                 return Reaction(kind="neutral", decreased=False)  # undone, or still judging
         if not slow:
             return self._good(ticket, now, latency)
+        if status < 300 and ticket.round != self._round_number:
+            # Served in the overload's round: slow or not, the host served it at once
+            # with the others (the slow pages of a host that mixes them are its normal).
+            self._count_survivor(ticket, now, latency)
         rise = self._latency.rise(threshold, self.cfg.latency_factor) if status < 300 else None
         if rise is not None:
             return self._latency_rise(ticket, now, rise)
@@ -963,6 +970,7 @@ class HostController:
         if self.cfg.adaptive and self._concurrency > 1:
             if self._slow_start and marks_pushback:
                 self._survivors, self._survivor_cap = 0, self._concurrency - 1
+                self._survivors_until = self._last_serial
             limit, earlier = self._concurrency, self._overloaded_at
             if earlier is not None and not self._good_since_decrease:
                 # Overloaded again with no good answer in between (an outage): the
@@ -1358,7 +1366,7 @@ class HostController:
         if round_.good < self._concurrency or not used or not self._loaded(round_, now):
             return
         self._served = (self._concurrency, now)
-        if self._concurrency >= self.cfg.max_concurrency:
+        if self._concurrency >= self.cfg.max_concurrency or self._survivors_out():
             return
         overloaded_at = self._overloaded_at
         if overloaded_at is not None and self._concurrency + 1 >= overloaded_at[0]:
@@ -1373,6 +1381,20 @@ class HostController:
         self._concurrency = min(self.cfg.max_concurrency, grown)
         self._since_refusal = 0  # a refusal at the new limit says it is too many
         self._fresh_round(now)
+
+    def _survivors_out(self) -> bool:
+        """Requests of the round whose overload ended slow start are still out: they
+        tell how many the host served at once, so the limit waits for them. Grown
+        before them, it went back above the halved limit on the doubled one's say (the
+        farm's ``mixed`` host in a fleet: a round of fast pages at 4 came back before
+        the slow survivors, and 5 met a 503)."""
+        until = self._survivors_until
+        if until is None:
+            return False
+        if self._survivors is not None and any(serial <= until for serial in self._live):
+            return True
+        self._survivors_until = None
+        return False
 
     def _note_round_page(self, latency: float, now: float, *, own: bool) -> None:
         """A slow-enough page of the current round, for ``KNEE_RISE``: in slow start
@@ -1432,7 +1454,11 @@ class HostController:
     def _count_survivor(self, ticket: Ticket, now: float, latency: float) -> None:
         """A good answer from the round of the overload that ended slow start: the host
         served that many at once, so the halved limit goes back up to it (and the
-        limit above it is the one it was overloaded at).
+        limit above it is the one it was overloaded at). A slow page counts too: it
+        was served (the farm's ``mixed`` host, whose dynamic pages take 40 times its
+        static ones, had its slow survivors left out, stayed marked overloaded at 8
+        only, and tried 5 at the next full round of 4: one more 503). Until the last
+        of them is back the limit does not grow (:meth:`_survivors_out`).
 
         At once means fetched together: no more of them count than overlapped, each
         for its time at the host. A round whose starts were spread out has answers
@@ -1608,6 +1634,7 @@ class HostController:
             "survivors": self._survivors,
             "survivor_cap": self._survivor_cap,
             "survivor_fetches": [list(fetch) for fetch in self._survivor_fetches],
+            "survivors_until": self._survivors_until,
             "good_since_decrease": self._good_since_decrease,
             "rise": None
             if rise is None
@@ -1724,6 +1751,8 @@ class HostController:
         self._survivors = None if survivors is None else _state_int(m, "survivors", 0, 0)
         self._survivor_cap = _state_int(m, "survivor_cap", 1, 0)
         self._survivor_fetches = _state_pairs(m, "survivor_fetches", cfg.max_concurrency)
+        until = m.get("survivors_until")
+        self._survivors_until = None if until is None else _state_int(m, "survivors_until", 0, 0)
         self._good_since_decrease = _state_bool(m, "good_since_decrease", False)
         self._rise = _state_rise(m.get("rise"))
         self._rise_pages = tuple(
