@@ -67,9 +67,10 @@ def limits_after_rounds(
     return limits
 
 
-def grow_to(host: HostController, limit: int, now: float = 0.0) -> float:
+def grow_to(host: HostController, limit: int, now: float = 0.0, latency: float = FAST) -> float:
+    """Good rounds of ``latency`` until the limit is at least ``limit``."""
     while host.concurrency < limit:
-        now = good_round(host, now)
+        now = good_round(host, now, latency)
     return now
 
 
@@ -656,9 +657,7 @@ def test_a_503_right_after_the_limit_grew_is_acted_on() -> None:
     host = make(max_concurrency=8)
     now = grow_to(host, 4)
     host.finish(host.start(now), now + 0.01, status=503, latency=0.01)  # slow start ends
-    now += 0.01
-    while host.concurrency < 4:
-        now = good_round(host, now)
+    now = grow_to(host, 4, now + 0.01)
     for _ in range(LONE_AFTER // 4 + 1):
         now = good_round(host, now + 31.0)  # probe_time on: the limit may grow
         if host.concurrency > 4:
@@ -727,9 +726,7 @@ def test_a_rate_limit_at_a_pace_slower_than_allowed_keeps_that_pace() -> None:
     # refused against 0.73 %) and a crawl of 100 pages from a bucket of 5/s with a
     # burst of 5 0.918 of its rate against 0.975.
     host = make()
-    now = 0.0
-    while host.concurrency < 4:
-        now = good_round(host, now, latency=0.1)
+    now = grow_to(host, 4, latency=0.1)
     assert host.delay == 0.0
     live = [host.start(now), host.start(now + 0.05)]
     now += 0.05
@@ -1057,9 +1054,7 @@ def test_survivors_read_late_count_as_together_only_for_the_host_s_page_time() -
     # latency, the six look fetched together (the limit went to 6, and 503s followed);
     # a fetch is at the host for about its page time, somewhere inside its latency.
     host = make(max_concurrency=16)
-    now = 0.0
-    while host.concurrency < 8:
-        now = good_round(host, now, latency=0.1)
+    now = grow_to(host, 8, latency=0.1)
     first = [host.start(now) for _ in range(6)]
     late = [host.start(now + 0.14) for _ in range(2)]
     for ticket in first[4:]:
@@ -1143,9 +1138,7 @@ def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # nginx limit_conn 2, pages of 0.5 s: 30 s after an overload at 3, a round of 3 ms
     # answers (cached pages) must not push the limit up.
     host = make(max_concurrency=8)
-    now = 0.0
-    while host.concurrency < 4:
-        now = good_round(host, now, latency=0.5)
+    now = grow_to(host, 4, latency=0.5)
     tickets = [host.start(now) for _ in range(4)]
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.5, status=200, latency=0.5)
