@@ -434,6 +434,11 @@ class AimdDupeFilter:
         """The keys seen and not yet written to the file (do not change it)."""
         return self._pending
 
+    @property
+    def unwritten_mark(self) -> tuple[int, int]:
+        """Changes whenever ``unwritten`` does: the file's end, and how many wait."""
+        return self._end, len(self._pending)
+
     def restore_unwritten(self, keys: array[int]) -> int:
         """Mark ``keys`` seen, and write those this filter did not know with the
         next batch: keys that a killed crawl had committed with their requests

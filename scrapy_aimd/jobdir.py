@@ -35,10 +35,11 @@ it found later is filtered as a duplicate. The protocol that keeps it:
    dupefilter calls ``before_flush`` (a commit) before it writes a batch, and
    writes a full batch before it adds the next key, whose request is not stored
    yet. So that the keys file may lag the database, each commit also stores the
-   keys seen and not yet written (a handful: they are written after each
-   commit), and a resumed crawl marks them seen again: a request committed in
-   the moment before its key reached the file is neither lost nor queued a
-   second time when a link to it turns up again.
+   keys seen and not yet written (those since the last checkpoint, which writes
+   them after its commit; a full batch of ``BATCH_KEYS`` at most), and a resumed
+   crawl marks them seen again: a request committed in the moment before its
+   key reached the file, or before a write of the file failed, is neither lost
+   nor queued a second time when a link to it turns up again.
 6. A request that cannot be serialized (a callback that is not a method of the
    spider, such as the robots.txt requests of :mod:`scrapy_aimd.robots_middleware`) stays
    in memory, counted in ``aimd/jobdir/unserializable`` and logged: a crash
@@ -394,6 +395,8 @@ class Jobdir:
         self.failed = False
         #: Whether the store holds unwritten keys that a commit must replace.
         self._unwritten_saved = False
+        #: The dupefilter's ``unwritten_mark`` when they were stored.
+        self._unwritten_mark: tuple[int, int] | None = None
         if isinstance(dupefilter, AimdDupeFilter):
             dupefilter.before_flush = self.commit
             # A seen-keys file that cannot be written (a full disk) stops the
@@ -426,7 +429,8 @@ class Jobdir:
                 f"{self.store.path} is corrupted: the state of {UNWRITTEN_KEYS!r}: {exc!r}"
             ) from exc
         self._unwritten_saved = bool(keys)
-        self.stats.set_value("aimd/jobdir/seen_restored", dupefilter.restore_unwritten(keys))
+        if keys:
+            self.stats.set_value("aimd/jobdir/seen_restored", dupefilter.restore_unwritten(keys))
 
     def start(self, frontier: Frontier[Request]) -> None:
         """Use ``frontier`` (over ``self.store``) and start the checkpoint timer."""
@@ -483,13 +487,20 @@ class Jobdir:
             self.stats.set_value("aimd/jobdir/undecodable", self.store.undecodable)
 
     def _save_unwritten(self) -> None:
-        """Store the keys seen and not yet written with the rows of their requests."""
-        if not isinstance(self.dupefilter, AimdDupeFilter):
+        """Store the keys seen and not yet written with the rows of their requests
+        (not again while they are the same). After a failed write of the keys
+        file, those stored last stay: the failed keys are among them."""
+        dupefilter = self.dupefilter
+        if not isinstance(dupefilter, AimdDupeFilter) or dupefilter.failure is not None:
             return
-        keys = self.dupefilter.unwritten
+        mark = dupefilter.unwritten_mark
+        if mark == self._unwritten_mark:
+            return
+        keys = dupefilter.unwritten
         if keys or self._unwritten_saved:
             self.store.save_state(UNWRITTEN_KEYS, {"keys": keys_to_hex(keys)})
             self._unwritten_saved = bool(keys)
+        self._unwritten_mark = mark
 
     def _forget_done(self) -> None:
         if not self.flights.stored or self.frontier is None:

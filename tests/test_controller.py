@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import pytest
 
+from scrapy_aimd.core import controller as controller_module
 from scrapy_aimd.core.controller import (
     LONE_AFTER,
     ControllerConfig,
@@ -1072,15 +1073,16 @@ def crawl_full(
     until: float,
     latencies: Iterator[float],
     capacity: int,
+    now: float = 0.0,
 ) -> list[tuple[float, int, int]]:
     """Keep the host's limit full, as a busy crawler does (each answer's place is
-    taken again at once), until ``until``; the host serves ``capacity`` at once
-    and refuses the rest with 503 at once. Each request takes the next of
-    ``latencies``. Returns (time, status, limit after it) per answer."""
+    taken again at once), from ``now`` until ``until``; the host serves
+    ``capacity`` at once and refuses the rest with 503 at once. Each request
+    takes the next of ``latencies``. Returns (time, status, limit after it) per
+    answer."""
     answers: list[tuple[float, int, Ticket, int, float]] = []
     order = itertools.count()
     log: list[tuple[float, int, int]] = []
-    now = 0.0
     while True:
         while now < until and host.ready_at(now) <= now:
             ticket = host.start(now)
@@ -1132,6 +1134,46 @@ def test_the_limit_above_the_halved_one_waits_for_the_survivors_or_probe_time() 
     assert host.concurrency == 4
     limits = limits_after_rounds(host, now + 30.0, 4)
     assert 5 in limits, limits  # tried again after probe_time
+
+
+def overloaded_with_survivors_out(monkeypatch: pytest.MonkeyPatch) -> tuple[HostController, float]:
+    """Slow start refused at 8 (four 503s of seven), its three survivors still out,
+    in a process that had numbered 100,000 requests; then the numbers start again
+    at 1, as in another process."""
+    monkeypatch.setattr(controller_module, "_serials", itertools.count(100_000))
+    host = make(max_concurrency=16, probe_time=30.0)
+    now = grow_to(host, 8)
+    tickets = [host.start(now) for _ in range(7)]
+    for ticket in tickets[3:]:
+        host.finish(ticket, now + 0.002, status=503, latency=0.002)
+    assert host.concurrency == 4
+    monkeypatch.setattr(controller_module, "_serials", itertools.count(1))
+    return host, now
+
+
+def test_a_resumed_crawl_does_not_wait_for_survivors_it_never_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A JOBDIR resumed after slow start's overload: the survivors went with the
+    # process that sent them, and the new process numbers its requests from 1
+    # again, below the saved ones. Taken for survivors still out, its own requests
+    # held the limit at 4 for as long as they kept it full.
+    host, now = overloaded_with_survivors_out(monkeypatch)
+    state = host.state()
+    resumed = HostController.from_state(host.cfg, state)
+    log = crawl_full(resumed, now + 60.0, itertools.repeat(0.05), capacity=16, now=now + 31.0)
+    assert max(limit for t, _, limit in log if t < now + 36.0) >= 8, log[:20]
+
+
+def test_a_fleet_worker_numbers_its_requests_after_the_survivors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another worker's process has numbered fewer requests: its next ones must not
+    # pass for the overload's survivors (which all came before the overload).
+    host, now = overloaded_with_survivors_out(monkeypatch)
+    state = host.state()
+    other = HostController.from_state(host.cfg, state, in_flight=True)
+    assert other.start(now + 0.01).serial > state["memory"]["survivors_until"]
 
 
 def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:

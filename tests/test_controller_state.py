@@ -36,6 +36,7 @@ def comparable(state: dict[str, Any]) -> dict[str, Any]:
     """A state without ticket serials: the twin's tickets are its own."""
     memory = dict(state["memory"])
     memory.pop("last_serial")
+    memory["survivors_until"] = memory["survivors_until"] is not None
     memory["in_flight"] = [at for _, at in memory["in_flight"]]
     return {**state, "memory": memory}
 

@@ -4,6 +4,7 @@ JOBDIR's files, the dupefilter's hook, and when a request's row may go."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import pickle
 import shutil
@@ -328,6 +329,38 @@ async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
     again, _, _ = open_scheduler(tmp_path / "crash")  # the restored key is written now
     assert len(again.df) == 3  # type: ignore[arg-type]
     again.close("shutdown")
+
+
+def test_keys_whose_write_failed_stay_stored_for_the_resume(tmp_path: Path) -> None:
+    asyncio.run(keys_whose_write_failed_stay_stored_for_the_resume(tmp_path))
+
+
+async def keys_whose_write_failed_stay_stored_for_the_resume(tmp_path: Path) -> None:
+    """The keys file fails (a full disk) after their requests were committed: the
+    crawl stops, and the keys stored with the commit stay for the resume, which
+    must not queue the requests a second time when links to them turn up."""
+    scheduler, engine, spider = open_scheduler(tmp_path)
+    jobdir, dupefilter = scheduler.jobdir, scheduler.df
+    assert jobdir is not None and isinstance(dupefilter, AimdDupeFilter)
+    assert dupefilter._file is not None
+    urls = [f"http://example.com/{n}" for n in range(3)]
+    for url in urls:
+        assert scheduler.enqueue_request(Request(url, callback=spider.parse_page))
+    jobdir.commit()
+
+    def full(data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    dupefilter._file.write = full  # type: ignore[method-assign]
+    dupefilter.flush()
+    await asyncio.sleep(0)
+    assert engine.closed == ["jobdir_error"]
+    scheduler.close("jobdir_error")
+    resumed, _, spider = open_scheduler(tmp_path)
+    for url in urls:
+        assert not resumed.enqueue_request(Request(url, callback=spider.parse_page)), url
+    assert resumed.stats.get_value("aimd/jobdir/seen_restored") == 3
+    resumed.close("shutdown")
 
 
 def test_corrupt_unwritten_keys_are_named_at_the_start(tmp_path: Path) -> None:

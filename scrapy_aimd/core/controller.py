@@ -1800,8 +1800,10 @@ class HostController:
                 self._live[serial] = at
         if not in_flight:
             rnd.full_since = None  # the requests that held the limit full are gone
-        if in_flight and live:
-            _skip_serials_past(max(self._live))
+            self._survivors_until = None  # and the survivors with them
+        # Later tickets are numbered after every one this state knows of: those in
+        # flight, and those the survivors' count reads (all started before its mark).
+        _skip_serials_past(max(self._last_serial, self._survivors_until or 0, *self._live))
 
 
 def shift_state(state: Mapping[str, Any], offset: float) -> dict[str, Any]:
@@ -1945,7 +1947,8 @@ def _most_together(fetches: list[tuple[float, float]]) -> int:
 
 
 def _skip_serials_past(serial: int) -> None:
-    """Tickets restored in flight keep their serials: later ones must not reuse them."""
+    """Tickets restored in flight keep their serials, and a restored state compares
+    serials: later ones must come after them (another process numbers its own)."""
     global _serials
     current = next(_serials)
     _serials = itertools.count(max(current, serial + 1))
