@@ -206,21 +206,23 @@ def _header(rules_id: str) -> bytes:
     return b"%s rules=%s\n" % (_FORMAT, digest.encode())
 
 
-def encode_batch(keys: array[int]) -> bytes:
-    """count (u32 LE), keys (u64 LE), CRC-32 of both (u32 LE)."""
+def _little_endian(keys: array[int]) -> bytes:
+    """``keys`` as u64 LE, whatever the machine's byte order."""
     if sys.byteorder != "little":
         keys = array("Q", keys)
         keys.byteswap()
-    body = len(keys).to_bytes(_COUNT_BYTES, "little") + keys.tobytes()
+    return keys.tobytes()
+
+
+def encode_batch(keys: array[int]) -> bytes:
+    """count (u32 LE), keys (u64 LE), CRC-32 of both (u32 LE)."""
+    body = len(keys).to_bytes(_COUNT_BYTES, "little") + _little_endian(keys)
     return body + zlib.crc32(body).to_bytes(_CRC_BYTES, "little")
 
 
 def keys_to_hex(keys: array[int]) -> str:
     """``keys`` as text (u64 LE, hex), for a JSON state."""
-    if sys.byteorder != "little":
-        keys = array("Q", keys)
-        keys.byteswap()
-    return keys.tobytes().hex()
+    return _little_endian(keys).hex()
 
 
 def keys_from_hex(text: str) -> array[int]:

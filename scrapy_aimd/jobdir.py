@@ -393,15 +393,14 @@ class Jobdir:
         self._robots_checked: set[str] = set()
         self._timer: Any = None
         self.failed = False
-        #: Whether the store holds unwritten keys that a commit must replace.
-        self._unwritten_saved = False
-        #: The dupefilter's ``unwritten_mark`` when they were stored.
+        #: The dupefilter's ``unwritten_mark`` when its unwritten keys were stored.
         self._unwritten_mark: tuple[int, int] | None = None
         if isinstance(dupefilter, AimdDupeFilter):
             dupefilter.before_flush = self.commit
             # A seen-keys file that cannot be written (a full disk) stops the
             # crawl here, as a frontier that cannot is: one ERROR, one reason.
             dupefilter.on_error = self.fail
+            self._unwritten_mark = dupefilter.unwritten_mark  # the store holds those
             try:
                 self._restore_unwritten(dupefilter)
             except StoreError:
@@ -428,7 +427,6 @@ class Jobdir:
             raise StoreError(
                 f"{self.store.path} is corrupted: the state of {UNWRITTEN_KEYS!r}: {exc!r}"
             ) from exc
-        self._unwritten_saved = bool(keys)
         if keys:
             self.stats.set_value("aimd/jobdir/seen_restored", dupefilter.restore_unwritten(keys))
 
@@ -494,13 +492,9 @@ class Jobdir:
         if not isinstance(dupefilter, AimdDupeFilter) or dupefilter.failure is not None:
             return
         mark = dupefilter.unwritten_mark
-        if mark == self._unwritten_mark:
-            return
-        keys = dupefilter.unwritten
-        if keys or self._unwritten_saved:
-            self.store.save_state(UNWRITTEN_KEYS, {"keys": keys_to_hex(keys)})
-            self._unwritten_saved = bool(keys)
-        self._unwritten_mark = mark
+        if mark != self._unwritten_mark:
+            self.store.save_state(UNWRITTEN_KEYS, {"keys": keys_to_hex(dupefilter.unwritten)})
+            self._unwritten_mark = mark
 
     def _forget_done(self) -> None:
         if not self.flights.stored or self.frontier is None:
