@@ -214,6 +214,13 @@ def _little_endian(keys: array[int]) -> bytes:
     return keys.tobytes()
 
 
+def _from_little_endian(keys: array[int]) -> array[int]:
+    """``keys`` read as u64 LE, put in the machine's byte order (in place)."""
+    if sys.byteorder != "little":
+        keys.byteswap()
+    return keys
+
+
 def encode_batch(keys: array[int]) -> bytes:
     """count (u32 LE), keys (u64 LE), CRC-32 of both (u32 LE)."""
     body = len(keys).to_bytes(_COUNT_BYTES, "little") + _little_endian(keys)
@@ -230,10 +237,7 @@ def keys_from_hex(text: str) -> array[int]:
     data = bytes.fromhex(text)
     if len(data) % 8:
         raise ValueError(f"{len(data)} bytes is not a whole number of keys")
-    keys = array("Q", data)
-    if sys.byteorder != "little":
-        keys.byteswap()
-    return keys
+    return _from_little_endian(array("Q", data))
 
 
 def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
@@ -289,8 +293,7 @@ def read_seen_keys(path: Path, rules_id: str) -> tuple[array[int], int]:
             continue
         keys.frombytes(data[count_end : end - _CRC_BYTES])
         position = end
-    if sys.byteorder != "little":
-        keys.byteswap()
+    _from_little_endian(keys)
     if position < len(data):
         logger.warning(
             "Ignoring the last %d bytes of %s: a batch cut short (the crawl was killed while "
