@@ -36,14 +36,26 @@ def make(**overrides: object) -> HostController:
     return HostController(ControllerConfig(**overrides))  # type: ignore[arg-type]
 
 
-def good_round(host: HostController, now: float, latency: float = FAST) -> float:
-    """Start as many requests as the host allows now, then let them all succeed."""
-    now = max(now, host.ready_at(now))
-    tickets = []
-    while host.ready_at(now) <= now:
+def start_round(host: HostController, now: float, most: int | None = None) -> list[Ticket]:
+    """Start as many requests as the host allows now (``most`` at most), and those
+    that a doubled limit opens one at a time after them (``ramp_pace``, a few ms),
+    each as soon as it may."""
+    tickets: list[Ticket] = []
+    while most is None or len(tickets) < most:
+        ready = host.ready_at(now)
+        if ready > now and not (host.ramp_pace and ready < math.inf):
+            break
+        now = max(now, ready)
         tickets.append(host.start(now))
-    now += latency
-    for ticket in tickets:
+    return tickets
+
+
+def good_round(host: HostController, now: float, latency: float = FAST) -> float:
+    """Start a round (:func:`start_round`), then let each request succeed ``latency``
+    after its start; the time of the last answer."""
+    now = max(now, host.ready_at(now))
+    for ticket in start_round(host, now):
+        now = ticket.started + latency
         host.finish(ticket, now, status=200, latency=latency)
     return now
 
@@ -187,7 +199,7 @@ def test_fixed_concurrency_stays_at_max_when_the_pages_become_slower() -> None:
     host = make(adaptive=False, max_concurrency=8)
     now = 0.0
     for latency in (1.0, 1.0, 2.0, 2.0):
-        tickets = [host.start(now) for _ in range(8)]
+        tickets = start_round(host, now, 8)
         now += latency
         for ticket in tickets:
             host.finish(ticket, now, status=200, latency=latency)
@@ -356,7 +368,7 @@ def test_503s_at_concurrency_4_halve_concurrency_and_leave_the_gap_alone() -> No
     host = make()
     now = grow_to(host, 4)
     assert host.delay == 0.0
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     first = host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
     assert first.kind == "overload"
     assert first.decreased is True
@@ -374,7 +386,7 @@ def test_503s_at_concurrency_4_halve_concurrency_and_leave_the_gap_alone() -> No
 def test_a_signal_from_after_the_decrease_decreases_again() -> None:
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.01, status=200, latency=0.01)
     host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
@@ -442,7 +454,7 @@ def test_fixed_concurrency_overload_doubles_the_gap() -> None:
 def test_a_burst_of_429s_from_one_round_halves_concurrency_once_and_sets_a_gap() -> None:
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     reactions = [host.finish(t, now + 0.05, status=429, latency=0.05) for t in tickets]
     assert [r.kind for r in reactions] == ["rate_limit"] * 4
     assert [r.decreased for r in reactions] == [True, False, False, False]
@@ -735,6 +747,7 @@ def test_a_rate_limit_at_a_pace_slower_than_allowed_keeps_that_pace() -> None:
         now += 0.05
         host.finish(live.pop(0), now, status=200, latency=0.1)
         live.append(host.start(now))
+    now = max(now, host.ready_at(now))  # a third at once: above the doubled limit's ramp
     reaction = host.finish(host.start(now), now + 0.01, status=429, latency=0.01)
     assert reaction.kind == "rate_limit"
     assert host.delay >= 0.05 * 1.2 - 1e-9
@@ -746,7 +759,7 @@ def test_a_503_with_retry_after_held_by_the_limit_halves_it_and_pauses_without_a
     host = make(max_concurrency=3)
     now = grow_to(host, 3)
     assert host.delay == 0.0
-    tickets = [host.start(now) for _ in range(3)]
+    tickets = start_round(host, now, 3)
     host.finish(tickets[0], now + 0.1, status=200, latency=0.1)
     host.finish(tickets[1], now + 0.1, status=200, latency=0.1)
     reaction = host.finish(tickets[2], now + 0.11, status=503, latency=0.01, retry_after=1.0)
@@ -768,7 +781,7 @@ def test_a_503_with_retry_after_held_by_the_limit_halves_it_and_pauses_without_a
 def test_a_burst_of_503s_with_retry_after_from_one_round_is_read_as_the_first() -> None:
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     reactions = [
         host.finish(t, now + 0.05, status=503, latency=0.05, retry_after=1.0) for t in tickets
     ]
@@ -782,7 +795,7 @@ def test_a_burst_of_503s_with_retry_after_from_one_round_is_read_as_the_first() 
 def test_a_429_held_by_the_limit_is_still_a_rate_limit() -> None:
     host = make()
     now = grow_to(host, 3)
-    tickets = [host.start(now) for _ in range(3)]
+    tickets = start_round(host, now, 3)
     reaction = host.finish(tickets[0], now + 0.05, status=429, latency=0.05, retry_after=1.0)
     assert reaction.kind == "rate_limit"
     assert host.concurrency == 2
@@ -807,7 +820,7 @@ def test_a_503_with_retry_after_below_a_limit_already_refused_is_a_rate_limit() 
     # so it counts requests, and the gap takes over.
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.01, status=200, latency=0.01)
     first = host.finish(tickets[0], now + 0.02, status=503, latency=0.02, retry_after=1.0)
@@ -816,7 +829,7 @@ def test_a_503_with_retry_after_below_a_limit_already_refused_is_a_rate_limit() 
     assert host.delay == 0.0
     now = host.ready_at(now)
     now = grow_to(host, 3, now)
-    tickets = [host.start(now) for _ in range(3)]
+    tickets = start_round(host, now, 3)
     for ticket in tickets[:2]:
         host.finish(ticket, now + 0.02, status=200, latency=0.02)
     again = host.finish(tickets[2], now + 0.02, status=503, latency=0.02, retry_after=1.0)
@@ -865,7 +878,7 @@ def test_a_retry_after_pause_is_capped() -> None:
 def test_a_pause_is_honoured_even_by_a_signal_not_acted_on() -> None:
     host = make()
     now = grow_to(host, 2)
-    a, b = host.start(now), host.start(now)
+    a, b = start_round(host, now, 2)
     host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=1.0)
     reaction = host.finish(b, now + 0.2, status=429, latency=0.1, retry_after=5.0)
     assert reaction.decreased is False
@@ -876,7 +889,7 @@ def test_a_pause_is_honoured_even_by_a_signal_not_acted_on() -> None:
 def test_a_shorter_retry_after_does_not_shorten_a_pause() -> None:
     host = make()
     now = grow_to(host, 2)
-    a, b = host.start(now), host.start(now)
+    a, b = start_round(host, now, 2)
     host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=10.0)
     host.finish(b, now + 0.2, status=429, latency=0.1, retry_after=1.0)
     assert host.paused_until == now + 10.1
@@ -893,7 +906,7 @@ def test_an_unusable_retry_after_is_no_pause(bad: float) -> None:
 def test_a_pause_holds_requests_already_at_the_limit_too() -> None:
     host = make()
     now = grow_to(host, 3)
-    a, _b, _c = host.start(now), host.start(now), host.start(now)
+    a, _b, _c = start_round(host, now, 3)
     host.finish(a, now + 0.1, status=429, latency=0.1, retry_after=3.0)
     assert host.ready_at(now + 0.1) == math.inf  # 2 in flight, limit now 1
     assert host.in_flight == 2
@@ -935,7 +948,7 @@ def test_slow_start_doubles_the_limit_per_full_round() -> None:
     now = one_good(host, now)
     assert host.concurrency == 2
     # A round at 2 takes two good responses.
-    a, b = host.start(now), host.start(now)
+    a, b = start_round(host, now, 2)
     host.finish(a, now + FAST, status=200, latency=FAST)
     assert host.concurrency == 2
     host.finish(b, now + FAST, status=200, latency=FAST)
@@ -943,10 +956,93 @@ def test_slow_start_doubles_the_limit_per_full_round() -> None:
     assert limits_after_rounds(host, now + FAST, 2) == [8, 16]
 
 
+def mixed_host_at(limit: int) -> tuple[HostController, float]:
+    """The farm's ``mixed`` host: robots.txt in 2 ms, pages of 0.4 s; grown to
+    ``limit`` in slow start by full rounds."""
+    host = make(max_concurrency=16)
+    now = grow_to(host, limit, fetch_robots(host, 0.002), latency=0.4)
+    return host, now
+
+
+def test_a_doubled_limit_opens_one_start_at_a_time_as_fast_as_the_host_refuses() -> None:
+    # Doubled from 4 to 8, the four the host served at once go at once, and the new
+    # places open RAMP_PACE times the host's fastest answer apart (4 ms).
+    host, now = mixed_host_at(8)
+    tickets = start_round(host, now)
+    starts = [ticket.started - now for ticket in tickets]
+    assert len(tickets) == 8
+    assert starts == pytest.approx([0.0] * 4 + [0.004 * i for i in range(1, 5)])
+    assert host.ramp_pace == 0.0  # the limit is full: the ramp is over
+    for ticket in tickets:
+        host.finish(ticket, ticket.started + 0.4, status=200, latency=0.4)
+    assert host.concurrency == 16
+
+
+def test_a_host_with_no_room_for_the_doubling_refuses_one_start_not_all() -> None:
+    # Room for 4 (503 at once above it): the fifth is refused in 2 ms, before a sixth
+    # goes, and the limit is back at what the host served. All at once, the four
+    # new ones were refused (``test_slow_pages_of_the_overloads_round_count_as_survivors``
+    # crawls it in full).
+    host, now = mixed_host_at(8)
+    tickets = start_round(host, now, 5)
+    reaction = host.finish(tickets[4], tickets[4].started + 0.002, status=503, latency=0.002)
+    assert reaction.decreased is True
+    assert host.concurrency == 4
+    assert host.ready_at(tickets[4].started + 0.002) == math.inf  # four still in flight
+
+
+def test_the_ramp_is_never_slower_than_the_limit_full_of_pages() -> None:
+    # robots.txt in 50 ms, pages of 0.4 s: at 2 x 50 ms, the four new places of 8
+    # would take 0.4 s to open; at 0.4 s / 8 they open as fast as eight pages in
+    # flight would free them.
+    host = make(max_concurrency=16)
+    grow_to(host, 8, fetch_robots(host, 0.05), latency=0.4)
+    assert host.ramp_pace == pytest.approx(0.4 / 8)
+
+
+def test_no_ramp_where_every_answer_takes_a_page_time() -> None:
+    # Nothing answered faster than the pages: a refusal comes no sooner, and no
+    # pace would get it back before the next start.
+    host = make(max_concurrency=16)
+    now = grow_to(host, 8, latency=0.4)
+    assert host.ramp_pace == 0.0
+    tickets = start_round(host, now)
+    assert len(tickets) == 8
+    assert {ticket.started for ticket in tickets} == {now}
+
+
+def test_the_ramp_spaces_only_starts_above_what_the_host_served_at_once() -> None:
+    # A static page of the ramp's round comes back in 10 ms: its place, one of the
+    # four the host served at once, is taken again at once; the starts above four,
+    # where a refusal may come, stay one at a time.
+    host, now = mixed_host_at(8)
+    tickets = start_round(host, now, 5)  # four at once, the fifth 4 ms later
+    assert host.ready_at(now) == pytest.approx(now + 0.008)
+    host.finish(tickets[0], now + 0.006, status=200, latency=0.006)
+    assert host.in_flight == 4
+    assert host.ready_at(now + 0.006) <= now + 0.006
+    host.start(now + 0.006)
+    assert host.ready_at(now + 0.006) == pytest.approx(now + 0.010)
+
+
+def test_no_ramp_after_slow_start() -> None:
+    # Grown by one per round after the first pushback: one more place, no ramp.
+    host, now = mixed_host_at(8)
+    tickets = start_round(host, now, 5)
+    host.finish(tickets[4], tickets[4].started + 0.002, status=503, latency=0.002)
+    for ticket in tickets[:4]:
+        host.finish(ticket, ticket.started + 0.4, status=200, latency=0.4)
+    now = tickets[3].started + 0.4 + 31.0  # past probe_time
+    while host.concurrency == 4:
+        now = good_round(host, now, latency=0.4)
+    assert host.concurrency == 5
+    assert host.ramp_pace == 0.0
+
+
 def test_after_the_first_pushback_the_limit_grows_by_one_per_round() -> None:
     host = make(max_concurrency=16)
     now = grow_to(host, 8)
-    tickets = [host.start(now) for _ in range(8)]
+    tickets = start_round(host, now, 8)
     for ticket in tickets[1:]:
         host.finish(ticket, now + FAST, status=200, latency=FAST)
     host.finish(tickets[0], now + FAST, status=503, latency=FAST)
@@ -1001,7 +1097,7 @@ def test_survivors_sent_late_after_a_fetch_was_done_do_not_raise_the_limit() -> 
     host = make()
     now = grow_to(host, 4)
     first = host.start(now)
-    late = [host.start(now + 0.08) for _ in range(3)]
+    late = start_round(host, now + 0.08, 3)
     host.finish(late[2], now + 0.125, status=503, latency=0.001, retry_after=1.0)
     assert host.concurrency == 2
     host.finish(first, now + 0.126, status=200, latency=0.1)
@@ -1029,7 +1125,7 @@ def test_survivors_fetched_together_still_set_the_limit() -> None:
     # come back good after it: the limit goes back up to 3, as before.
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     host.finish(tickets[3], now + 0.01, status=503, latency=0.001, retry_after=1.0)
     for ticket in tickets[:3]:
         host.finish(ticket, now + 0.1, status=200, latency=0.1)
@@ -1039,7 +1135,7 @@ def test_survivors_fetched_together_still_set_the_limit() -> None:
 def test_survivors_started_together_count_even_at_a_latency_of_zero() -> None:
     host = make()
     now = grow_to(host, 4)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     host.finish(tickets[3], now, status=503, latency=0.0, retry_after=1.0)
     for ticket in tickets[:3]:
         host.finish(ticket, now, status=200, latency=0.0)
@@ -1056,8 +1152,8 @@ def test_survivors_read_late_count_as_together_only_for_the_host_s_page_time() -
     # a fetch is at the host for about its page time, somewhere inside its latency.
     host = make(max_concurrency=16)
     now = grow_to(host, 8, latency=0.1)
-    first = [host.start(now) for _ in range(6)]
-    late = [host.start(now + 0.14) for _ in range(2)]
+    first = start_round(host, now, 6)
+    late = start_round(host, now + 0.14, 2)
     for ticket in first[4:]:
         host.finish(ticket, now + 0.15, status=503, latency=0.01)
     assert host.concurrency == 4
@@ -1076,10 +1172,10 @@ def crawl_full(
     now: float = 0.0,
 ) -> list[tuple[float, int, int]]:
     """Keep the host's limit full, as a busy crawler does (each answer's place is
-    taken again at once), from ``now`` until ``until``; the host serves
-    ``capacity`` at once and refuses the rest with 503 at once. Each request
-    takes the next of ``latencies``. Returns (time, status, limit after it) per
-    answer."""
+    taken again at once, a doubled limit's places as they open), from ``now`` until
+    ``until``; the host serves ``capacity`` at once and refuses the rest with 503 at
+    once. Each request takes the next of ``latencies``. Returns (time, status,
+    limit after it) per answer."""
     answers: list[tuple[float, int, Ticket, int, float]] = []
     order = itertools.count()
     log: list[tuple[float, int, int]] = []
@@ -1091,6 +1187,10 @@ def crawl_full(
                 heapq.heappush(answers, (now + 0.002, next(order), ticket, 503, 0.002))
             else:
                 heapq.heappush(answers, (now + latency, next(order), ticket, 200, latency))
+        ready = host.ready_at(now)
+        if now < ready < until and (not answers or ready < answers[0][0]):
+            now = ready
+            continue
         if not answers:
             return log
         now, _, ticket, status, latency = heapq.heappop(answers)
@@ -1100,7 +1200,8 @@ def crawl_full(
 
 def test_slow_pages_of_the_overloads_round_count_as_survivors() -> None:
     # The farm's ``mixed`` host: room for 4, half its pages static (10 ms), half
-    # dynamic (0.4 s). Slow start doubles to 8 and four are refused; the four served
+    # dynamic (0.4 s). Slow start doubles to 8, its new places opening one at a
+    # time, and the fifth is refused before a sixth goes; the four served
     # at once count, the slow ones too (slower than the fast pages' baseline, they
     # are the host's normal pages, not a rise), so that 5, above what the host served,
     # is not tried again before ``probe_time``. Counting only the fast ones left the
@@ -1108,7 +1209,7 @@ def test_slow_pages_of_the_overloads_round_count_as_survivors() -> None:
     host = make(max_concurrency=16, probe_time=30.0)
     log = crawl_full(host, 20.0, itertools.cycle([0.01, 0.4]), capacity=4)
     refused = [t for t, status, _ in log if status == 503]
-    assert len(refused) == 4, log
+    assert len(refused) == 1, log
     assert max(limit for t, _, limit in log if t > refused[-1]) == 4, log
 
 
@@ -1120,8 +1221,8 @@ def test_the_limit_above_the_halved_one_waits_for_the_survivors_or_probe_time() 
     # trying 5 at once cost a 503.
     host = make(max_concurrency=16, probe_time=30.0)
     now = grow_to(host, 8)
-    slow = [host.start(now) for _ in range(3)]
-    for ticket in [host.start(now) for _ in range(5)]:
+    slow = start_round(host, now, 3)
+    for ticket in start_round(host, now, 5):
         host.finish(ticket, now + 0.002, status=503, latency=0.002)
     assert host.concurrency == 4
     now += 0.01
@@ -1143,7 +1244,7 @@ def overloaded_with_survivors_out(monkeypatch: pytest.MonkeyPatch) -> tuple[Host
     monkeypatch.setattr(controller_module, "_serials", itertools.count(100_000))
     host = make(max_concurrency=16, probe_time=30.0)
     now = grow_to(host, 8)
-    tickets = [host.start(now) for _ in range(7)]
+    tickets = start_round(host, now, 7)
     for ticket in tickets[3:]:
         host.finish(ticket, now + 0.002, status=503, latency=0.002)
     assert host.concurrency == 4
@@ -1181,14 +1282,14 @@ def test_a_round_of_millisecond_answers_proves_nothing_on_a_slow_host() -> None:
     # answers (cached pages) must not push the limit up.
     host = make(max_concurrency=8)
     now = grow_to(host, 4, latency=0.5)
-    tickets = [host.start(now) for _ in range(4)]
+    tickets = start_round(host, now, 4)
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.5, status=200, latency=0.5)
     host.finish(tickets[0], now + 0.5, status=503, latency=0.002)
     assert host.concurrency == 2
     now = good_round(host, now + 0.5, latency=0.5)
     assert host.concurrency == 3  # 4 was too many, 3 was not tried
-    tickets = [host.start(now) for _ in range(3)]
+    tickets = start_round(host, now, 3)
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.5, status=200, latency=0.5)
     host.finish(tickets[0], now + 0.5, status=503, latency=0.002)
@@ -1223,7 +1324,7 @@ def test_a_slow_good_response_does_not_count_for_growth() -> None:
     host = make()
     now = one_good(host, 0.0, latency=0.01)
     assert host.concurrency == 2
-    a, b = host.start(now), host.start(now)
+    a, b = start_round(host, now, 2)
     host.finish(a, now + 0.01, status=200, latency=0.01)
     reaction = host.finish(b, now + 0.5, status=200, latency=0.5)  # one slow page
     assert reaction.kind == "neutral"
@@ -1250,7 +1351,7 @@ def test_neutral_outcomes_change_nothing() -> None:
 def test_responses_from_before_a_decrease_do_not_undo_it() -> None:
     host = make()
     now = grow_to(host, 2)
-    a, b = host.start(now), host.start(now)
+    a, b = start_round(host, now, 2)
     host.finish(a, now + 0.01, status=503, latency=0.01)
     assert host.concurrency == 1
     reaction = host.finish(b, now + 0.02, status=200, latency=0.01)
@@ -1392,7 +1493,7 @@ def test_after_a_rate_limit_the_limit_grows_while_it_holds_the_host_back() -> No
 def test_the_limit_at_which_the_host_was_overloaded_is_tried_again_only_now_and_then() -> None:
     host = make(max_concurrency=12, probe_time=30.0)
     now = grow_to(host, 8)
-    tickets = [host.start(now) for _ in range(8)]
+    tickets = start_round(host, now, 8)
     for ticket in tickets[1:]:
         host.finish(ticket, now + 0.01, status=200, latency=0.01)
     host.finish(tickets[0], now + 0.01, status=503, latency=0.01)
@@ -1519,8 +1620,7 @@ def test_crawl_delay_rejects_unusable_values(bad: float) -> None:
 def test_a_second_release_is_ignored() -> None:
     host = make()
     now = grow_to(host, 2)
-    ticket = host.start(now)
-    host.start(now)
+    ticket, _ = start_round(host, now, 2)
     assert host.in_flight == 2
     host.finish(ticket, now + 0.1, status=200, latency=0.1)
     assert host.in_flight == 1
@@ -2631,7 +2731,7 @@ def test_a_cancelled_request_is_not_counted_in_a_buckets_run() -> None:
     host = make(max_concurrency=4)
     now = grow_to(host, 4)
     before = host.state()["memory"]["cycle"][1]
-    kept, dropped = host.start(now), host.start(now)
+    kept, dropped = start_round(host, now, 2)
     host.cancel(dropped)
     host.finish(kept, now + 0.01, status=200, latency=0.01)
     assert host.state()["memory"]["cycle"][1] == before + 1
@@ -2738,7 +2838,7 @@ def test_a_served_404_counts_towards_a_round_in_slow_start() -> None:
     host = make()
     now = one_good(host, 0.0)
     assert host.concurrency == 2
-    first, second = host.start(now), host.start(now)
+    first, second = start_round(host, now, 2)
     host.finish(first, now + 0.1, status=404, latency=0.005)
     assert host.concurrency == 2
     host.finish(second, now + 3.0, status=200, latency=0.003)

@@ -16,6 +16,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from test_controller import start_round
 
 from scrapy_aimd.core.controller import (
     LONE_AFTER,
@@ -381,15 +382,17 @@ def test_survivors_raise_the_limit_no_higher_than_were_fetched_together(
     host = HostController(ControllerConfig(max_concurrency=8))
     now = 0.0
     while host.concurrency < limit:
-        tickets = [host.start(now) for _ in range(host.concurrency)]
+        tickets = start_round(host, now)
         now += 0.05
         for ticket in tickets:
             host.finish(ticket, now, status=200, latency=0.05)
-    starts = sorted(now + offset for offset, _ in fetches[:limit])
-    tickets = [host.start(t) for t in starts]
+    tickets = []
+    for offset in sorted(offset for offset, _ in fetches[:limit]):
+        start = now + offset  # as soon after as the doubled limit opens
+        tickets.append(host.start(max(start, host.ready_at(start))))
     latencies = [latency for _, latency in fetches[:limit]]
     refused %= limit
-    read = max(starts) + late
+    read = tickets[-1].started + late
     host.finish(tickets[refused], read, status=503, latency=0.001, retry_after=1.0)
     pairs = enumerate(zip(tickets, latencies, strict=True))
     good = [(t, latency) for i, (t, latency) in pairs if i != refused]
@@ -537,12 +540,12 @@ def test_pages_that_do_not_slow_with_the_load_never_end_slow_start(
     host = HostController(ControllerConfig(max_concurrency=max_concurrency))
     now, answered = 0.0, 0
     for _ in range(math.ceil(math.log2(max_concurrency)) + 1):
-        tickets = []
-        while host.ready_at(now) <= now:
-            tickets.append(host.start(now))
+        tickets = start_round(host, now)
         times = [latency * jitter[(answered + i) % len(jitter)] for i in range(len(tickets))]
         answered += len(tickets)
-        for ticket, took in sorted(zip(tickets, times, strict=True), key=lambda pair: pair[1]):
-            host.finish(ticket, now + took, status=200, latency=took)
-        now += max(times)
+        pairs = zip(tickets, times, strict=True)
+        answers = sorted((t.started + took, t, took) for t, took in pairs)
+        for at, ticket, took in answers:
+            host.finish(ticket, at, status=200, latency=took)
+        now = answers[-1][0]
     assert host.concurrency == max_concurrency

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
+from test_controller import start_round
 from test_controller_properties import ClockRules, configs, latencies, retry_afters, statuses
 
 from scrapy_aimd.core.controller import (
@@ -231,6 +232,31 @@ def test_whether_a_host_answered_well_round_trips() -> None:
     assert HostController.from_state(cfg, older).answered_well is False  # no page latency
 
 
+def test_a_doubled_limit_opening_round_trips() -> None:
+    # A fleet's next worker, or a resumed crawl, opens the rest of the ramp at its
+    # pace: the host's fastest answer and the round's pace are in the state.
+    cfg = ControllerConfig(max_concurrency=16)
+    host = HostController(cfg)
+    robots = host.start(0.0)
+    host.finish(robots, 0.002, status=200, latency=0.002, page=False)
+    now = 0.002
+    while host.concurrency < 8:
+        tickets = start_round(host, now)
+        for ticket in tickets:
+            now = ticket.started + 0.4
+            host.finish(ticket, now, status=200, latency=0.4)
+    started = start_round(host, now, 5)
+    assert host.ramp_pace > 0.0
+    twin = HostController.from_state(cfg, host.state(), in_flight=True)
+    assert twin.ramp_pace == host.ramp_pace
+    assert twin.ready_at(now) == host.ready_at(now) == started[-1].started + host.ramp_pace
+    older = host.state()
+    for key in ("round_pace", "round_paced_from", "fastest"):
+        del older["memory"][key]
+    last = started[-1].started
+    assert HostController.from_state(cfg, older, in_flight=True).ready_at(last) <= last
+
+
 @pytest.mark.parametrize(
     "memory",
     [
@@ -266,6 +292,12 @@ def test_whether_a_host_answered_well_round_trips() -> None:
         {"round_since": "then"},
         {"unloaded": [1.0]},
         {"unloaded": "light"},
+        {"round_pace": -0.004},
+        {"round_pace": "slow"},
+        {"fastest": -0.002},
+        {"fastest": [0.002]},
+        {"round_paced_from": -1},
+        {"round_paced_from": 1.5},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:
@@ -302,7 +334,7 @@ def survivors_half_counted(cfg: ControllerConfig, now: float) -> tuple[HostContr
     the one started after another was done at the server still in flight."""
     host = HostController(cfg)
     while host.concurrency < 4:
-        tickets = [host.start(now) for _ in range(host.concurrency)]
+        tickets = start_round(host, now)
         now += 0.1
         for ticket in tickets:
             host.finish(ticket, now, status=200, latency=0.1)

@@ -187,6 +187,22 @@ for 10 (pages 1 s +-20 %, slower above), ten seeds of 120 s with a ceiling of 32
 see ``python tests/test_controller.py``. A healthy host with jittered pages ended
 slow start early in 2 of 60 seeds, as before; judged from 4 such pages, in 8."""
 
+RAMP_PACE = 2.0
+"""After a doubling in slow start, the new places open one start at a time, this many
+times the host's fastest answer apart (robots.txt, a 404, a refusal: how soon it can
+say no), until the limit first fills: a host with no room for them refuses the first
+before the next goes (a capacity limiter answers 503 as fast as anything), instead
+of all of them at once. Only starts above the most in flight yet are spaced (at
+first the limit before the doubling; a fast page's place is taken back at once),
+and never wider than the slow-page latency over the new limit (as fast as that
+many pages in flight would free places). The farm's ``mixed`` host (room for 4,
+503 in 2 ms, pages of 10 ms and 0.4 s) was refused the four new starts of the
+doubling from 4 to 8; now one. No pace where the host's pages are as fast as its
+fastest answer: its refusals come no sooner than a page, and no pace gets one back
+before the next start (the simulated hosts, whose every answer takes a page's time,
+go as before: paced too, the one with room for 10 and 1 s pages was at its capacity
+after 5.6 rounds, not 4.4, and slow start went on to 32 in 7 of 10 seeds, its round
+at 16 judged by pages started while it opened)."""
 NOT_FOUND = frozenset({404, 410})
 """Statuses that a rate limiter let through to a missing page: after a rate limit they
 close the gap as a good page does. Not every client error: a 403 or 451 after a 429 is
@@ -401,6 +417,12 @@ class _Round:
     """When the limit last changed."""
     own: list[float] = field(default_factory=list)
     """... of those, the pages started since: the load of this limit alone."""
+    pace: float = 0.0
+    """After a doubling: the spacing of the round's starts above the most in flight
+    yet, until they first fill the new limit (see ``RAMP_PACE``); 0 for none."""
+    paced_from: int = 0
+    """... that most: the limit before the doubling, then each level a start reached
+    (a start that only takes a place back is not spaced)."""
 
 
 @dataclass(slots=True)
@@ -637,6 +659,9 @@ class HostController:
     _unloaded: float | None = field(init=False, default=None)
     """The lowest median page latency of slow start's rounds: the host's pages at a
     load it took without slowing (see ``KNEE_RISE``)."""
+    _fastest: float = field(init=False, default=math.inf)
+    """The host's fastest answer of any kind (robots.txt, a 404, a refusal): how soon
+    it can say no (see ``RAMP_PACE``)."""
     _credit: int = field(init=False, default=0)
     """Starts that may go without waiting for the gap (its floor still holds): the
     tokens a bucket whose rate and burst are known refilled during its pause."""
@@ -689,6 +714,20 @@ class HostController:
         return self._answered_well
 
     @property
+    def spacing(self) -> float:
+        """The least time between two starts: the gap, or a doubled limit's
+        :attr:`ramp_pace` while it opens (for every start: what a fleet's claims
+        read, which do not run the controller)."""
+        return max(self._gap, self.ramp_pace)
+
+    @property
+    def ramp_pace(self) -> float:
+        """While a doubled limit opens, until its requests first fill it: the spacing
+        of the starts above the limit before it (see ``RAMP_PACE``); else 0."""
+        round_ = self._round
+        return 0.0 if round_.reached_limit else round_.pace
+
+    @property
     def floor(self) -> float:
         """The narrowest gap allowed: ``max(min_delay, Crawl-delay)``."""
         return max(self.cfg.min_delay, self._crawl_delay)
@@ -702,6 +741,8 @@ class HostController:
         if len(self._live) >= self._concurrency:
             return math.inf
         gap = self.floor if self._credit else self._gap
+        if len(self._live) >= self._round.paced_from:
+            gap = max(gap, self.ramp_pace)  # above what the host served at once
         earliest = max(self._last_start + gap, self._pauses.until)
         return earliest if earliest > -math.inf else now
 
@@ -716,6 +757,9 @@ class HostController:
         since, started, paused_before = self._cycle
         self._cycle = (now if since == -math.inf else since, started + 1, paused_before)
         self._live[ticket.serial] = self._pauses.active(now)
+        round_ = self._round
+        if round_.pace and len(self._live) > round_.paced_from:
+            round_.paced_from = len(self._live)
         self._previous_start, self._last_start = self._last_start, now
         self._last_serial = ticket.serial
         if self._credit:
@@ -749,6 +793,8 @@ class HostController:
             return _IGNORED
         if latency is None or not math.isfinite(latency) or latency < 0:
             latency = max(0.0, now - ticket.started)
+        if latency < self._fastest:
+            self._fastest = latency
         if status in self.cfg.throttle_codes:
             paused = None
             if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
@@ -1378,9 +1424,20 @@ class HostController:
         if self._found_room(now):
             return
         grown = 2 * self._concurrency if self._slow_start else self._concurrency + 1
-        self._concurrency = min(self.cfg.max_concurrency, grown)
+        served, self._concurrency = self._concurrency, min(self.cfg.max_concurrency, grown)
         self._since_refusal = 0  # a refusal at the new limit says it is too many
         self._fresh_round(now)
+        if self._slow_start:
+            self._round.pace, self._round.paced_from = self._ramp_pace(), served
+
+    def _ramp_pace(self) -> float:
+        """The spacing of a doubled limit's starts (``RAMP_PACE``); 0
+        where the host's answers all take as long as its pages: its refusals come back
+        no sooner than a page, and no pace gets one back before the next start."""
+        pace, slow = RAMP_PACE * self._fastest, self._latency.slow
+        if slow is None or not pace < slow:
+            return 0.0
+        return min(pace, slow / self._concurrency)
 
     def _survivors_out(self) -> bool:
         """Requests of the round whose overload ended slow start are still out: they
@@ -1659,6 +1716,9 @@ class HostController:
             "round_own": list(rnd.own),
             "unloaded": self._unloaded,
             "credit": self._credit,
+            "round_pace": rnd.pace,
+            "round_paced_from": rnd.paced_from,
+            "fastest": _finite_or_none(self._fastest),
         }
         return {
             "version": _STATE_VERSION,
@@ -1788,6 +1848,10 @@ class HostController:
         rnd.own = _state_floats(m, "round_own", m.get("round_own", []), None)[-LATENCY_SAMPLES:]
         self._unloaded = _state_optional(m, "unloaded")
         self._credit = _state_int(m, "credit", 0, 0)
+        rnd.pace = _state_number(m, "round_pace", 0.0)
+        rnd.paced_from = _state_int(m, "round_paced_from", 0, 0)
+        fastest = _state_optional(m, "fastest")
+        self._fastest = math.inf if fastest is None else fastest
         live = m.get("in_flight", [])
         if not isinstance(live, list):
             raise ValueError(f"controller state in_flight={live!r}: expected a list")
