@@ -1100,7 +1100,7 @@ class FleetScheduler:
         of the host does not show yet (the report goes with the next claim)."""
         return (
             ROBOTS_META in request.meta
-            or self._controller(host).delay > 0
+            or self._controller(host).spacing > 0
             or (self.robots is not None and host not in self.robots_settled_hosts)
         )
 

@@ -7,6 +7,7 @@ fleets never see each other's keys.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -34,7 +35,7 @@ from scrapy_aimd.fleet import (
 )
 from scrapy_aimd.fleet.connection import clear_fleet
 from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
-from scrapy_aimd.fleet.rules import Replica
+from scrapy_aimd.fleet.rules import Replica, limits_of
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -401,10 +402,10 @@ def _drive(
             view = worker.host("h")
             assert view is not None
             fleet = (view.delay, view.concurrency, view.paused_until, got)
-            if fleet != (local.delay, local.concurrency, local.paused_until, expected):
+            if fleet != (local.spacing, local.concurrency, local.paused_until, expected):
                 differences.append(
                     f"{len(events) - len(pending)} {event}: fleet {fleet[:3]} local "
-                    f"{(local.delay, local.concurrency, local.paused_until)}"
+                    f"{(local.spacing, local.concurrency, local.paused_until)}"
                 )
     return differences
 
@@ -423,6 +424,29 @@ def test_one_worker_applies_every_rule_as_a_local_controller(frontier: Frontiers
     worker.push([Item("h", b"%d" % i) for i in range(len(EVENTS))])
     assert _drive([worker], HostController(SMALL), EVENTS) == []
     assert worker.counters.conflicts == 0
+
+
+def test_a_claim_reads_a_doubled_limits_ramp_as_its_gap() -> None:
+    """The claim script spaces a host's starts by its gap alone: while a doubled
+    limit opens one start at a time, the gap it reads is the ramp's pace, and the
+    controller's own once the ramp is over."""
+    local = HostController(ControllerConfig(max_concurrency=8))
+    robots = local.start(0.0)
+    local.finish(robots, 0.002, status=200, latency=0.002, page=False)  # answers in 2 ms
+    now = 0.002
+    while local.concurrency < 8:  # full rounds of 0.4 s pages, each start when allowed
+        tickets = []
+        while (ready := local.ready_at(now)) < math.inf:
+            now = max(now, ready)
+            tickets.append(local.start(now))
+        for ticket in tickets:
+            now = ticket.started + 0.4
+            local.finish(ticket, now, status=200, latency=0.4)
+    assert local.delay == 0.0 and local.ramp_pace > 0.0
+    assert limits_of(local) == (local.ramp_pace, 8, -math.inf)
+    for _ in range(8):
+        local.start(max(now, local.ready_at(now)))
+    assert limits_of(local) == (0.0, 8, -math.inf)
 
 
 def test_workers_taking_turns_apply_what_the_state_carries(frontier: Frontiers) -> None:

@@ -339,6 +339,8 @@ class HostView:
     """One host as the fleet holds it (for summaries and tests)."""
 
     delay: float
+    """The spacing its claims keep: the controller's gap, or a doubled limit's ramp
+    while it opens (``HostController.spacing``)."""
     concurrency: int
     paused_until: float
     in_flight: int

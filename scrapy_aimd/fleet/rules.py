@@ -41,8 +41,9 @@ Event = Callable[[HostController, Ticket | None], Reaction | None]
 
 
 class Limits(NamedTuple):
-    """What a claim reads of a host's controller (pause: ``-inf`` if none). A named
-    tuple, as :class:`Applied`: made for every answer."""
+    """What a claim reads of a host's controller (gap: its spacing, a doubled limit's
+    ramp included; pause: ``-inf`` if none). A named tuple, as :class:`Applied`: made
+    for every answer."""
 
     gap: float
     limit: int
@@ -50,7 +51,7 @@ class Limits(NamedTuple):
 
 
 def limits_of(controller: HostController) -> Limits:
-    return Limits(controller.delay, controller.concurrency, controller.paused_until)
+    return Limits(controller.spacing, controller.concurrency, controller.paused_until)
 
 
 @dataclass(slots=True)
