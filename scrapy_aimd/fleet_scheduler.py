@@ -855,6 +855,8 @@ class FleetScheduler:
                 controller = self._controller(claim.host)
                 paused = controller.paused_until > now
                 over = CLAIM_BATCH if paused else controller.in_flight - controller.concurrency
+                # The gap, not a doubled limit's ramp (``spacing``): a claim held a
+                # few ms longer only starts later than the ramp asks.
                 known = hosts[claim.host] = [over, controller.delay]
             if known[0] > 0 or 0 < known[1] <= now - claim.started:
                 known[0] -= 1

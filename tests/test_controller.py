@@ -1025,6 +1025,21 @@ def test_the_ramp_spaces_only_starts_above_what_the_host_served_at_once() -> Non
     assert host.ready_at(now + 0.006) == pytest.approx(now + 0.010)
 
 
+def test_the_ramp_lasts_one_slow_page_latency_at_most() -> None:
+    # Pages of 0.4 s: by then the doubled round's first answers are back. A fleet
+    # spaces every start while it lasts, and on a host whose pages vary, starts
+    # that far apart may never fill the limit.
+    host, now = mixed_host_at(8)
+    tickets = start_round(host, now, 5)
+    assert host.ramp_pace > 0.0
+    later = now + 0.4
+    assert host.ready_at(later) <= later
+    host.start(later)
+    assert host.ramp_pace == 0.0
+    assert host.ready_at(later) <= later  # the next goes at once
+    assert len(tickets) + 1 == host.in_flight
+
+
 def test_no_ramp_after_slow_start() -> None:
     # Grown by one per round after the first pushback: one more place, no ramp.
     host, now = mixed_host_at(8)

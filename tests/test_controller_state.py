@@ -251,7 +251,7 @@ def test_a_doubled_limit_opening_round_trips() -> None:
     assert twin.ramp_pace == host.ramp_pace
     assert twin.ready_at(now) == host.ready_at(now) == started[-1].started + host.ramp_pace
     older = host.state()
-    for key in ("round_pace", "round_paced_from", "fastest"):
+    for key in ("round_pace", "round_paced_from", "round_pace_for", "fastest"):
         del older["memory"][key]
     last = started[-1].started
     assert HostController.from_state(cfg, older, in_flight=True).ready_at(last) <= last
@@ -298,6 +298,7 @@ def test_a_doubled_limit_opening_round_trips() -> None:
         {"fastest": [0.002]},
         {"round_paced_from": -1},
         {"round_paced_from": 1.5},
+        {"round_pace_for": -0.4},
     ],
 )
 def test_from_state_rejects_a_damaged_memory(memory: object) -> None:

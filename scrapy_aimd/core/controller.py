@@ -190,19 +190,20 @@ slow start early in 2 of 60 seeds, as before; judged from 4 such pages, in 8."""
 RAMP_PACE = 2.0
 """After a doubling in slow start, the new places open one start at a time, this many
 times the host's fastest answer apart (robots.txt, a 404, a refusal: how soon it can
-say no), until the limit first fills: a host with no room for them refuses the first
-before the next goes (a capacity limiter answers 503 as fast as anything), instead
-of all of them at once. Only starts above the most in flight yet are spaced (at
-first the limit before the doubling; a fast page's place is taken back at once),
-and never wider than the slow-page latency over the new limit (as fast as that
-many pages in flight would free places). The farm's ``mixed`` host (room for 4,
-503 in 2 ms, pages of 10 ms and 0.4 s) was refused the four new starts of the
-doubling from 4 to 8; now one. No pace where the host's pages are as fast as its
-fastest answer: its refusals come no sooner than a page, and no pace gets one back
-before the next start (the simulated hosts, whose every answer takes a page's time,
-go as before: paced too, the one with room for 10 and 1 s pages was at its capacity
-after 5.6 rounds, not 4.4, and slow start went on to 32 in 7 of 10 seeds, its round
-at 16 judged by pages started while it opened)."""
+say no), until the limit first fills (for one slow-page latency at most): a host
+with no room for them refuses the first before the next goes (a capacity limiter
+answers 503 as fast as anything), instead of all of them at once. Only starts above
+the most in flight yet are spaced (at first the limit before the doubling; a fast
+page's place is taken back at once), and never wider than the slow-page latency
+over the new limit (as fast as that many pages in flight would free places). The
+farm's ``mixed`` host (room for 4, 503 in 2 ms, pages of 10 ms and 0.4 s) was
+refused the four new starts of the doubling from 4 to 8; now one. No pace where the
+fastest answer takes half the slow-page latency or more (this pace would not be
+below it): the host's refusals come no sooner than its pages, and no pace gets one
+back before the next start. The simulated hosts, whose every answer takes a page's
+time, go as before; paced too, the one with room for 10 and 1 s pages was at its
+capacity after 5.6 rounds, not 4.4, and slow start went on to 32 in 7 of 10 seeds,
+its round at 16 judged by pages started while it opened."""
 NOT_FOUND = frozenset({404, 410})
 """Statuses that a rate limiter let through to a missing page: after a rate limit they
 close the gap as a good page does. Not every client error: a 403 or 451 after a 429 is
@@ -423,6 +424,9 @@ class _Round:
     paced_from: int = 0
     """... that most: the limit before the doubling, then each level a start reached
     (a start that only takes a place back is not spaced)."""
+    pace_for: float = 0.0
+    """... for this long at most: the host's slow-page latency when it doubled (see
+    :attr:`HostController.ramp_pace`)."""
 
 
 @dataclass(slots=True)
@@ -722,10 +726,15 @@ class HostController:
 
     @property
     def ramp_pace(self) -> float:
-        """While a doubled limit opens, until its requests first fill it: the spacing
-        of the starts above the limit before it (see ``RAMP_PACE``); else 0."""
+        """While a doubled limit opens, until its requests first fill it and for one
+        slow-page latency at most: the spacing of the starts above the most in
+        flight yet (see ``RAMP_PACE``); else 0. A fleet's claims space every start
+        by it: on a host whose pages vary, starts that far apart may never fill the
+        limit, and the bound ends the ramp by the time the doubled round's first
+        answers are back."""
         round_ = self._round
-        return 0.0 if round_.reached_limit else round_.pace
+        over = round_.reached_limit or self._last_start >= round_.since + round_.pace_for
+        return 0.0 if over else round_.pace
 
     @property
     def floor(self) -> float:
@@ -1429,11 +1438,12 @@ class HostController:
         self._fresh_round(now)
         if self._slow_start:
             self._round.pace, self._round.paced_from = self._ramp_pace(), served
+            self._round.pace_for = self._latency.slow or 0.0
 
     def _ramp_pace(self) -> float:
-        """The spacing of a doubled limit's starts (``RAMP_PACE``); 0
-        where the host's answers all take as long as its pages: its refusals come back
-        no sooner than a page, and no pace gets one back before the next start."""
+        """The spacing of a doubled limit's starts (``RAMP_PACE``); 0 where it would
+        not be below the host's slow-page latency: its refusals come back no sooner
+        than its pages, and no pace gets one back before the next start."""
         pace, slow = RAMP_PACE * self._fastest, self._latency.slow
         if slow is None or not pace < slow:
             return 0.0
@@ -1718,6 +1728,7 @@ class HostController:
             "credit": self._credit,
             "round_pace": rnd.pace,
             "round_paced_from": rnd.paced_from,
+            "round_pace_for": rnd.pace_for,
             "fastest": _finite_or_none(self._fastest),
         }
         return {
@@ -1850,6 +1861,7 @@ class HostController:
         self._credit = _state_int(m, "credit", 0, 0)
         rnd.pace = _state_number(m, "round_pace", 0.0)
         rnd.paced_from = _state_int(m, "round_paced_from", 0, 0)
+        rnd.pace_for = _state_number(m, "round_pace_for", 0.0)
         fastest = _state_optional(m, "fastest")
         self._fastest = math.inf if fastest is None else fastest
         live = m.get("in_flight", [])
