@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
-from test_controller import start_round
+from test_controller import mixed_host_at, start_round
 from test_controller_properties import ClockRules, configs, latencies, retry_afters, statuses
 
 from scrapy_aimd.core.controller import (
@@ -235,16 +235,8 @@ def test_whether_a_host_answered_well_round_trips() -> None:
 def test_a_doubled_limit_opening_round_trips() -> None:
     # A fleet's next worker, or a resumed crawl, opens the rest of the ramp at its
     # pace: the host's fastest answer and the round's pace are in the state.
-    cfg = ControllerConfig(max_concurrency=16)
-    host = HostController(cfg)
-    robots = host.start(0.0)
-    host.finish(robots, 0.002, status=200, latency=0.002, page=False)
-    now = 0.002
-    while host.concurrency < 8:
-        tickets = start_round(host, now)
-        for ticket in tickets:
-            now = ticket.started + 0.4
-            host.finish(ticket, now, status=200, latency=0.4)
+    host, now = mixed_host_at(8)
+    cfg = host.cfg
     started = start_round(host, now, 5)
     assert host.ramp_pace > 0.0
     twin = HostController.from_state(cfg, host.state(), in_flight=True)

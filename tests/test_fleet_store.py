@@ -19,6 +19,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from test_controller import mixed_host_at
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.core.robots import MAX_BYTES
@@ -430,18 +431,7 @@ def test_a_claim_reads_a_doubled_limits_ramp_as_its_gap() -> None:
     """The claim script spaces a host's starts by its gap alone: while a doubled
     limit opens one start at a time, the gap it reads is the ramp's pace, and the
     controller's own once the ramp is over."""
-    local = HostController(ControllerConfig(max_concurrency=8))
-    robots = local.start(0.0)
-    local.finish(robots, 0.002, status=200, latency=0.002, page=False)  # answers in 2 ms
-    now = 0.002
-    while local.concurrency < 8:  # full rounds of 0.4 s pages, each start when allowed
-        tickets = []
-        while (ready := local.ready_at(now)) < math.inf:
-            now = max(now, ready)
-            tickets.append(local.start(now))
-        for ticket in tickets:
-            now = ticket.started + 0.4
-            local.finish(ticket, now, status=200, latency=0.4)
+    local, now = mixed_host_at(8)  # robots.txt in 2 ms, pages of 0.4 s
     assert local.delay == 0.0 and local.ramp_pace > 0.0
     assert limits_of(local) == (local.ramp_pace, 8, -math.inf)
     for _ in range(8):

@@ -212,6 +212,7 @@ the farm (429+503 a crawl, three workers against one process): one latency -> +0
 (se 1.19; ``bursty`` 48 against 41), four -> -1.10 (se 1.49; 35 against 41), no
 bound -> -2.60 (se 1.33; 19 against 29): the busier the crawl, the later its
 starts come after the doubling."""
+
 NOT_FOUND = frozenset({404, 410})
 """Statuses that a rate limiter let through to a missing page: after a rate limit they
 close the gap as a good page does. Not every client error: a 403 or 451 after a 429 is
@@ -1442,10 +1443,10 @@ class HostController:
         self._since_refusal = 0  # a refusal at the new limit says it is too many
         self._fresh_round(now)
         if self._slow_start:
-            self._round.pace, self._round.paced_from = self._ramp_pace(), served
+            self._round.pace, self._round.paced_from = self._doubling_pace(), served
             self._round.pace_for = RAMP_PAGES * (self._latency.slow or 0.0)
 
-    def _ramp_pace(self) -> float:
+    def _doubling_pace(self) -> float:
         """The spacing of a doubled limit's starts (``RAMP_PACE``); 0 where it would
         not be below the host's slow-page latency: its refusals come back no sooner
         than its pages, and no pace gets one back before the next start."""
