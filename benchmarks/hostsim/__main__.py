@@ -17,10 +17,10 @@ from benchmarks.hostsim.bench import TODAY, Score, score, summary
 from benchmarks.hostsim.sets import SETS
 
 
-def _score(job: tuple[str, int, float, str]) -> Score:
+def _score(job: tuple[str, int, float, str, int | None]) -> Score:
     """Score one host, named by its set and place (a spec's model does not pickle)."""
-    set_name, index, seconds, factory = job
-    return score(SETS[set_name][index], seconds, factory)
+    set_name, index, seconds, factory, concurrency = job
+    return score(SETS[set_name][index], seconds, factory, concurrency)
 
 
 def _gap(seconds: float) -> str:
@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--controller", default=TODAY, help="module:factory (default: %(default)s)")
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="the most in flight for the controller and the fixed grid (default: each host's)",
+    )
     parser.add_argument("--processes", type=int, default=2)
     args = parser.parse_args(argv)
     names = list(SETS) if args.set == "all" else [args.set]
@@ -60,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         name: [i for i, s in enumerate(SETS[name]) if args.host is None or args.host in s.name]
         for name in names
     }
-    jobs = [(name, i, args.seconds, args.controller) for name in names for i in chosen[name]]
+    jobs = [
+        (name, i, args.seconds, args.controller, args.max_concurrency)
+        for name in names
+        for i in chosen[name]
+    ]
     if not jobs:
         parser.error(f"no host matches {args.host!r}")
     began = time.monotonic()

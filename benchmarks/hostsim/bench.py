@@ -51,9 +51,14 @@ class Score:
         return self.pages / self.best_pages if self.best_pages else 0.0
 
 
-def score(spec: HostSpec, seconds: float, factory: str = TODAY) -> Score:
-    """Crawl ``spec`` with the controller, then find the best fixed crawler."""
+def score(
+    spec: HostSpec, seconds: float, factory: str = TODAY, concurrency: int | None = None
+) -> Score:
+    """Crawl ``spec`` with the controller, then find the best fixed crawler; with
+    ``concurrency``, both go up to that many in flight instead of the host's own."""
     duration = spec.seconds or seconds
+    if concurrency is not None:
+        spec = dataclasses.replace(spec, concurrency=concurrency)
     model = spec.model()
     controller = load_factory(factory)(max_concurrency=spec.concurrency, **spec.config)
     run = crawl(controller, model, duration, robots=spec.robots)

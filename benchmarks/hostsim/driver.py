@@ -71,8 +71,11 @@ class Run:
 
 
 def takes_headers(controller: Controller) -> bool:
-    """Whether the controller's ``finish`` accepts the answer's headers."""
-    return "headers" in inspect.signature(controller.finish).parameters
+    """Whether the controller's ``finish`` accepts the answer's headers (a ``headers``
+    keyword, or any keyword)."""
+    parameters = inspect.signature(controller.finish).parameters
+    keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return "headers" in parameters or keywords
 
 
 class _Flight:

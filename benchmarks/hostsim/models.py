@@ -399,14 +399,15 @@ class HaproxyRate:
     curr: int = 0
     prev: int = 0
 
-    def rate(self, now: float) -> float:
-        """The request rate HAProxy reads at ``now`` (after rotating the periods)."""
+    def rate(self, now: float) -> int:
+        """The request rate HAProxy reads at ``now`` (after rotating the periods),
+        rounded down as ``read_freq_ctr_period`` does."""
         index = math.floor(now / self.period)
         if index != self.current:
             self.prev = self.curr if index == self.current + 1 else 0
             self.curr, self.current = 0, index
         elapsed = now - index * self.period
-        return self.curr + self.prev * (self.period - elapsed) / self.period
+        return math.floor(self.curr + self.prev * (self.period - elapsed) / self.period)
 
     def answer(self, now: float) -> Answer:
         self.rate(now)
@@ -486,7 +487,7 @@ class Gcra:
     def answer(self, now: float) -> Answer:
         interval = 1.0 / self.rate
         tat = max(self.tat, now)
-        if tat - now > (self.burst - 1) * interval:
+        if tat - now > (self.burst - 1) * interval + 1e-9:  # not a rounding error
             wait = tat - now - (self.burst - 1) * interval
             return Answer(self.status, REFUSED_LATENCY, wait if self.retry_after else None)
         self.tat = tat + interval
@@ -592,4 +593,48 @@ class EvasiveBlock:
             self.hits.clear()
             self.blocked_until = now + self.block
             return Answer(403, REFUSED_LATENCY)
+        return Answer(200, _jittered(self.rng, self.latency))
+
+
+@dataclasses.dataclass
+class ModEvasive:
+    """mod_evasive's site counter, as its code does it (``DOSSiteCount``,
+    ``DOSSiteInterval``, ``DOSBlockingPeriod``; 403 by default), on whole seconds.
+
+    The counter's timestamp is the last hit, not the first: the count only starts
+    again after a quiet ``interval``, so a steady crawl at any pace faster than one
+    request per ``interval`` is blocked after ``count`` hits. A hit while blocked
+    renews the block. (The per-page counter never fires on a crawl of distinct
+    pages; one table, as with one Apache child.)"""
+
+    count: int
+    interval: int
+    block: int
+    latency: float = 0.05
+    status: int = 403
+    rng: random.Random = dataclasses.field(default_factory=_rng(21))
+    hits: int = 0
+    last: int | None = None
+    """The site node's timestamp: the second of the last hit."""
+    held: int | None = None
+    """The hold node's timestamp: the second of the block's start or last renewal."""
+
+    def answer(self, now: float) -> Answer:
+        t = math.floor(now)
+        if self.held is not None and t - self.held < self.block:
+            self.held = t
+            return Answer(self.status, REFUSED_LATENCY)
+        refused = False
+        if self.last is None:
+            self.hits = 0  # the node is created with a count of 0
+        else:
+            quiet = t - self.last >= self.interval
+            if not quiet and self.hits >= self.count:
+                refused, self.held = True, t
+            elif quiet:
+                self.hits = 0
+            self.hits += 1
+        self.last = t
+        if refused:
+            return Answer(self.status, REFUSED_LATENCY)
         return Answer(200, _jittered(self.rng, self.latency))

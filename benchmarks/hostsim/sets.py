@@ -151,6 +151,7 @@ HELD_OUT: list[HostSpec] = [
     ),
     # Abuse filters.
     _held_out("evasive: > 20 in 2 s, 403 for 5 s, renewed", lambda: m.EvasiveBlock(20, 2.0, 5.0)),
+    _held_out("mod_evasive site count 20/2 s, block 5 s, 403", lambda: m.ModEvasive(20, 2, 5)),
 ]
 
 SETS: dict[str, list[HostSpec]] = {"tuning": TUNING, "held-out": HELD_OUT}
