@@ -30,14 +30,15 @@ def _gap(seconds: float) -> str:
 def _print(name: str, scores: list[Score]) -> None:
     print(f"\n{name} set")
     print(
-        f"{'host':48} {'s':>4} {'ratio':>6} {'refused':>7} {'pages':>7} {'best':>7}"
+        f"{'host':48} {'s':>4} {'ratio':>6} {'refused':>7} {'pages':>7} {'in fl.':>6} {'best':>7}"
         f" {'best c x gap':>13} {'refused':>7} {'waiting':>7}"
     )
     for s in scores:
         waiting = "" if s.waiting is None else f"{s.waiting:.2f}"
         print(
             f"{s.host:48} {s.seconds:4.0f} {s.ratio:6.2f} {s.refused:7.1%} {s.pages:7d}"
-            f" {s.best_pages:7d} {s.best_concurrency:>5d} x {_gap(s.best_gap):>5}"
+            f" {s.in_flight:6.2f} {s.best_pages:7d}"
+            f" {s.best_concurrency:>5d} x {_gap(s.best_gap):>5}"
             f" {s.best_refused:7.1%}{' ' if s.best_capped else '*'} {waiting:>7}"
         )
     lowest, median = summary(scores)

@@ -44,6 +44,10 @@ class Model(Protocol):
     def answer(self, now: float) -> Answer: ...
 
 
+ModelHost = Model
+"""The name the controller's tests used."""
+
+
 def _rng(seed: int) -> Callable[[], random.Random]:
     return lambda: random.Random(seed)
 
