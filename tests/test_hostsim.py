@@ -232,6 +232,14 @@ def test_a_timeout_is_a_failure_and_a_refusal() -> None:
     assert run.refused == 6
 
 
+def test_a_finite_queue_ends_when_its_pages_are_done() -> None:
+    run = crawl(FixedCrawler(4, 0.0), m.CapacityHost(2, 0.1), math.inf, pages=50)
+    assert run.pages == 50
+    assert run.ended == pytest.approx(50 / 2 * 0.1, rel=0.2)
+    assert run.refused > 0  # 4 at once where 2 are served
+    assert 0 < run.mean_in_flight <= 4
+
+
 def test_the_fixed_crawler_waits_out_a_retry_after() -> None:
     run = crawl(FixedCrawler(1, 0.0), m.FixedWindow(60, 10.0), 25.0)
     assert run.pages == 180

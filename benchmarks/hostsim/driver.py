@@ -39,6 +39,8 @@ class Run:
     """What one crawl of one host did."""
 
     duration: float
+    ended: float = 0.0
+    """When the crawl ended: ``duration``, or when a finite queue was done."""
     pages: int = 0
     """Pages done: answers that were not refusals (a 404 is a page done)."""
     refused: int = 0
@@ -63,7 +65,7 @@ class Run:
 
     @property
     def mean_in_flight(self) -> float:
-        return self.in_flight_seconds / self.duration
+        return self.in_flight_seconds / self.ended if self.ended > 0 else 0.0
 
     @property
     def mean_latency(self) -> float:
@@ -81,10 +83,10 @@ def takes_headers(controller: Controller) -> bool:
 class _Flight:
     """A request in flight: what comes back, and when."""
 
-    __slots__ = ("answer", "done", "page", "ticket")
+    __slots__ = ("answer", "page", "ticket")
 
-    def __init__(self, ticket: Any, answer: Answer, done: float, page: bool) -> None:
-        self.ticket, self.answer, self.done, self.page = ticket, answer, done, page
+    def __init__(self, ticket: Any, answer: Answer, page: bool) -> None:
+        self.ticket, self.answer, self.page = ticket, answer, page
 
 
 def crawl(
@@ -93,12 +95,15 @@ def crawl(
     duration: float,
     *,
     robots: bool = False,
+    pages: int | None = None,
     stop: Callable[[Run, float], bool] | None = None,
 ) -> Run:
     """Crawl ``model`` for ``duration`` seconds of fake time; with ``robots``,
     robots.txt is fetched first and the pages wait for it (the robots gate).
-    ``stop(run, now)``, checked after each batch of answers, may end the run early.
-    Requests still in flight at the end are cancelled."""
+    With ``pages``, the queue holds that many pages instead of no end: the crawl
+    ends when they are done (``duration`` may then be ``inf``; ``Run.ended`` says
+    when). ``stop(run, now)``, checked after each batch of answers, may end the run
+    early. Requests still in flight at the end are cancelled."""
     headers = takes_headers(controller)
     run = Run(duration=duration)
     flights: list[tuple[float, int, _Flight]] = []
@@ -111,7 +116,10 @@ def crawl(
         answer = model.answer(now)
         run.requests += 1
         serial += 1
-        heapq.heappush(flights, (now + answer.latency, serial, _Flight(ticket, answer, now, page)))
+        heapq.heappush(flights, (now + answer.latency, serial, _Flight(ticket, answer, page)))
+
+    def wanted() -> bool:
+        return pages is None or run.pages + len(flights) < pages
 
     if robots:
         send(page=False)
@@ -120,11 +128,14 @@ def crawl(
             ready = math.inf  # the robots gate holds the pages
         else:
             robots = False
-            while (ready := controller.ready_at(now)) <= now:
+            while (ready := controller.ready_at(now)) <= now and wanted():
                 send(page=True)
+            ready = ready if wanted() else math.inf
         following = min(ready, flights[0][0] if flights else math.inf)
-        if following >= duration:
-            run.in_flight_seconds += len(flights) * (duration - now)
+        if following >= duration or following == math.inf:
+            end = min(following, duration)
+            run.ended = end if end < math.inf else now  # a finite queue is done
+            run.in_flight_seconds += len(flights) * (run.ended - now)
             break
         run.in_flight_seconds += len(flights) * (following - now)
         now = following
@@ -132,7 +143,7 @@ def crawl(
             _, _, flight = heapq.heappop(flights)
             _answered(controller, run, flight, now, headers)
         if stop is not None and stop(run, now):
-            run.stopped = now
+            run.stopped = run.ended = now
             break
     for _, _, flight in flights:
         controller.cancel(flight.ticket)
