@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from benchmarks.hostsim import models as m
 from benchmarks.hostsim.bench import score, today
@@ -276,3 +278,20 @@ def test_the_sets_have_unique_names_and_the_held_out_set_its_limiters() -> None:
     assert len(HELD_OUT) >= 12
     for spec in HELD_OUT:
         spec.model().answer(0.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    index=st.integers(0, len(TUNING) + len(HELD_OUT) - 1),
+    steps=st.lists(st.floats(0.0, 3.0, allow_nan=False), min_size=1, max_size=200),
+)
+def test_every_model_answers_any_arrivals_sensibly(index: int, steps: list[float]) -> None:
+    model = (TUNING + HELD_OUT)[index].model()
+    now = 0.0
+    for step in steps:
+        now += step
+        answer = model.answer(now)
+        assert answer.status in {m.TIMEOUT, 200, 403, 404, 429, 503}
+        assert 0 < answer.latency < math.inf
+        assert answer.retry_after is None or answer.retry_after >= 0
+        assert answer.first_byte is None or 0 <= answer.first_byte <= answer.latency

@@ -140,7 +140,7 @@ class _Search:
                     break  # larger gaps bound lower still
 
     def refine(self) -> None:
-        """Eight gaps between the best gap and the grid's next smaller one."""
+        """Seven gaps between the best gap and the grid's next smaller one."""
         concurrency, gap = self.best.concurrency, self.best.gap
         if gap <= 0 or not concurrency:
             return
