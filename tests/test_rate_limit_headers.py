@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 import timeit
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -28,7 +30,7 @@ NOW = float(GITHUB_RESET - 1800)
 CAP = 3600.0
 
 
-def quota(headers: dict[str, str] | Headers, now: float = NOW, cap: float = CAP) -> Quota:
+def quota(headers: Mapping[Any, Any], now: float = NOW, cap: float = CAP) -> Quota:
     reading = read_quota(headers, now, cap)
     assert reading is not None and reading.quota is not None, reading
     assert not reading.garbled
