@@ -111,7 +111,9 @@ def read_quota(
 
     ``headers`` maps names (any case, str or bytes) to a value or a list of
     values, as Scrapy's ``Headers`` does (bytes keys, lists of bytes). ``now`` is
-    the POSIX time of the response, for epoch resets.
+    the POSIX time of the response, for epoch resets: the server's own (its
+    ``Date`` header) where a caller has it, so that a skewed local clock does not
+    move the reset.
     """
     found: dict[str, list[str]] | None = None
     for name in headers:
