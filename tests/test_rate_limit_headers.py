@@ -128,8 +128,8 @@ def test_several_spellings_the_strictest_binds() -> None:
 
 def test_repeated_and_folded_headers_the_strictest_value() -> None:
     headers = Headers()
-    headers.appendlist("X-RateLimit-Remaining", "30")
     headers.appendlist("X-RateLimit-Remaining", "20")
+    headers.appendlist("X-RateLimit-Remaining", "30")  # Headers[] gives only this one
     headers["X-RateLimit-Reset"] = "10, 40"
     headers["X-RateLimit-Limit"] = "60, 100"
     assert quota(headers) == Quota(60, 20, 40.0, None, "x-ratelimit")

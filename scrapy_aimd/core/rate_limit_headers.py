@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Quota", "QuotaPace", "QuotaReading", "quota_pace", "read_quota"]
 
@@ -122,10 +123,18 @@ def read_quota(
             if key in _NAMES:
                 if found is None:
                     found = {}
-                found.setdefault(key, []).extend(_texts(headers[name]))  # type: ignore[index]
+                found.setdefault(key, []).extend(_texts(_every_value(headers, name)))
     if found is None:
         return None
     return _reading(found, now, max_seconds)
+
+
+def _every_value(headers: Mapping[Any, HeaderValue], name: str | bytes) -> HeaderValue:
+    """All of a repeated header's values: Scrapy's ``Headers`` (a dict of lists) gives
+    only the last one by ``[]``, the stored list by the dict's own lookup."""
+    if isinstance(headers, dict):
+        return dict.__getitem__(headers, name)  # type: ignore[no-any-return]
+    return headers[name]
 
 
 def _texts(value: HeaderValue) -> list[str]:
