@@ -432,3 +432,14 @@ def test_real_crawls_of_haproxy_and_mod_evasive(bench: Any, tmp_path: Path) -> N
     # Recount from HAProxy's own log, independently of the figures.
     log = bench.haproxy.read_log(tmp_path / "aimd" / "haproxy" / "access.log")
     assert sum(e.address == "127.0.0.3" for e in log) == aimd["h429"]["requests"]
+
+
+def test_servers_not_installed_are_left_out(bench: Any) -> None:
+    every = ["nginx", "haproxy", "apache"]
+    binaries = bench.main.Binaries
+    assert bench.main.limited_hosts(every, binaries(None, None, None)) == []
+    # HAProxy needs nginx behind it; Apache stands alone.
+    names = [h.name for h in bench.main.limited_hosts(every, binaries(None, "hp", "ap"))]
+    assert names == ["evasive"]
+    names = [h.name for h in bench.main.limited_hosts(["haproxy"], binaries("ng", "hp", "ap"))]
+    assert names == ["haproxy-429", "haproxy-403"]
