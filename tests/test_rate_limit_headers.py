@@ -147,6 +147,9 @@ def test_no_quota_header_is_none() -> None:
         read_quota(Headers({"Content-Type": "text/html", "X-Frame-Options": "DENY"}), 0, 9) is None
     )
     assert read_quota({"X-RateLimit-Used": "4", "Retry-After": "5"}, NOW, CAP) is None
+    # A limit and a remaining without a reset: nothing to pace by, and nothing garbled.
+    told = {"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "5"}
+    assert read_quota(told, NOW, CAP) == QuotaReading(None)
 
 
 # -- garbled values ------------------------------------------------------------------
@@ -163,7 +166,7 @@ def test_no_quota_header_is_none() -> None:
         {"X-RateLimit-Remaining": "5.5", "X-RateLimit-Reset": "10"},
         {"X-RateLimit-Remaining": "", "X-RateLimit-Reset": "10"},
         {"X-RateLimit-Remaining": "٣", "X-RateLimit-Reset": "10"},  # a non-ASCII digit
-        {"X-RateLimit-Remaining": "5"},  # nothing to pace by without a reset
+        {"X-RateLimit-Remaining": "x", "X-RateLimit-Limit": "5"},
         {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "6", "X-RateLimit-Reset": "1"},
         {"X-RateLimit-Limit": "lots"},
         {"RateLimit-Policy": '"a";q=-1;w=10', "RateLimit": '"a";r=1;t=1;x=?'},

@@ -195,15 +195,19 @@ def _early_draft(found: dict[str, list[str]], state: _State) -> list[Quota]:
 def _three(
     found: dict[str, list[str]], state: _State, names: tuple[str, str, str], source: str
 ) -> list[Quota]:
-    """One quota from a limit, a remaining and a reset header. Without a remaining
-    and a reset there is nothing to pace by; repeated values: the strictest."""
+    """One quota from a limit, a remaining and a reset header. Without both a
+    remaining and a reset there is nothing to pace by (some APIs send only the
+    limit and the remaining): no quota, but what is there is still read, so that
+    garbage is reported. Repeated values: the strictest."""
     limit_name, remaining_name, reset_name = names
-    if remaining_name not in found and reset_name not in found:
-        if limit_name in found:
-            _limits(found[limit_name])  # read, so that garbage is reported
-        return []
     if remaining_name not in found or reset_name not in found:
-        raise _Garbled(source)
+        if limit_name in found:
+            _limits(found[limit_name])
+        for element in _elements(found[remaining_name]) if remaining_name in found else ():
+            _count(element)
+        for element in _elements(found[reset_name]) if reset_name in found else ():
+            _number(element)
+        return []
     remaining = min(_count(e) for e in _elements(found[remaining_name]))
     reset = max(_number(e) for e in _elements(found[reset_name]))
     limit, window = _limits(found[limit_name]) if limit_name in found else (None, None)
