@@ -138,7 +138,7 @@ class Addon:
                 "CONCURRENT_REQUESTS_PER_DOMAIN",
             )
         ]
-        per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
+        per_domain = max((n for n in map(_whole, limits) if n is not None), default=0)
         was = settings.get("CONCURRENT_REQUESTS_PER_DOMAIN")
         force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
         if per_domain_from:
@@ -191,6 +191,16 @@ def _warn_about_startproject_pace(settings: BaseSettings, spider: object) -> Non
     )
 
 
+def _whole(value: object) -> int | None:
+    """A limit written as a whole number a setting can hold, else None (an invalid
+    one is named at start, by the setting that holds it)."""
+    text = str(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if not text.isdigit() or len(text) > 19:
+        return None
+    number = int(text)
+    return number if number < 2**63 else None
+
+
 def _lift_max_delay(settings: BaseSettings) -> str | None:
     """A floor (a carried DOWNLOAD_DELAY) above the default ceiling of the gap
     raises the ceiling to it: Scrapy takes any delay. A ceiling the user set
@@ -199,7 +209,7 @@ def _lift_max_delay(settings: BaseSettings) -> str | None:
         return None
     try:
         floor = float(settings.get("AIMD_MIN_DELAY"))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # OverflowError: 10**400
         return None  # an invalid value is named at start
     from scrapy_aimd.core.controller import ControllerConfig
 

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy import signals as scrapy_signals
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
@@ -42,8 +41,11 @@ from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
     assign_slot,
     crawl_parts,
+    hand_out_given_up,
+    request_depth,
     request_host,
     request_origin,
+    stop_crawl,
     user_slot,
     when_written,
 )
@@ -60,7 +62,6 @@ from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsTxtMiddleware,
-    crawl_delay_floor,
     is_exempt,
 )
 from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
@@ -112,11 +113,10 @@ class AimdScheduler:
         self.wake = WakeTimer(crawler)
         self.frontier: Frontier[Request] = Frontier(self._new_controller)
         #: An in-flight entry with no feedback this long after the timeout is swept.
-        self.download_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
+        self.download_timeout = read_float(crawler.settings, "DOWNLOAD_TIMEOUT", 180.0)
         self._last_sweep = self.clock()
         self.spider: Spider | None = None
         self.robots: RobotsTxtMiddleware | None = None
-        self._failed = False
         #: Requests robots.txt disallows: handed out first, without a ticket, for
         #: the robots middleware to turn into IgnoreRequest.
         self.denied: deque[Request] = deque()
@@ -280,14 +280,12 @@ class AimdScheduler:
                 self._set_aside(request, verdict)
                 return
             if user_slot(request) is not None:
-                delay = self.robots.slot_crawl_delay(host, request)
-                if delay is not None:
-                    self.set_crawl_delay(host, delay, crawl_delay_floor(delay))
+                self.robots.slot_crawl_delay(host, request)
         self.frontier.push(
             host,
             request,
             priority=request.priority,
-            depth=_depth(request),
+            depth=request_depth(request),
             now=self.clock(),
         )
 
@@ -308,7 +306,10 @@ class AimdScheduler:
             self.denied.append(request)
         if self.jobdir is not None:
             self.frontier.keep(
-                request_host(request), request, priority=request.priority, depth=_depth(request)
+                request_host(request),
+                request,
+                priority=request.priority,
+                depth=request_depth(request),
             )
 
     def next_request(self) -> Request | None:
@@ -329,10 +330,7 @@ class AimdScheduler:
         """Log the exception being handled and close the spider (reason "aimd_error")."""
         logger.exception("Stopping the crawl: AimdScheduler.%s failed", where)
         self.stats.inc_value("aimd/errors")
-        engine = self.crawler.engine
-        if engine is not None and engine.spider is not None and not self._failed:
-            self._failed = True
-            deferred_from_coro(engine.close_spider_async(reason="aimd_error"))
+        stop_crawl(self.crawler, "aimd_error")
 
     def _next_request(self) -> Request | None:
         jobdir = self.jobdir
@@ -375,10 +373,7 @@ class AimdScheduler:
 
     def _hand_out_given_up(self) -> Request:
         """Not stored as handed out: with JOBDIR its row stays, for a later run."""
-        request = self.given_up.popleft()
-        # Its host's, not its copies': an errback's fallback to another host goes on.
-        request.meta[give_up_setting.META] = request_host(request)
-        self.stats.inc_value("aimd/host_gave_up/requests")
+        request = hand_out_given_up(self.given_up.popleft(), self.stats)
         self._count("dequeued")
         return request
 
@@ -388,7 +383,9 @@ class AimdScheduler:
         if request is not None:
             self.given_up.append(request)
             if self.jobdir is not None:
-                self.frontier.keep(host, request, priority=request.priority, depth=_depth(request))
+                self.frontier.keep(
+                    host, request, priority=request.priority, depth=request_depth(request)
+                )
         self.given_up.extend(self.frontier.drain(host))
         self.wake.now()
 
@@ -513,17 +510,6 @@ class AimdScheduler:
         if released:
             self.wake.now()
 
-    def robots_fetched(
-        self,
-        origin: str,
-        status: int | None,
-        outcome: str,
-        crawl_delay: float | None,
-        *,
-        shared: bool = False,
-    ) -> None:
-        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay, shared=shared)
-
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         controller = self.frontier.controller(host)
         controller.set_crawl_delay(floor)
@@ -594,6 +580,7 @@ _PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
 def _prepare(crawler: Crawler) -> _Prepared:
     settings = crawler.settings
     shutdown_grace = read_grace(settings)
+    read_float(settings, "DOWNLOAD_TIMEOUT", 180.0)  # named now, read again as the spider opens
     give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
     # The fleet first: it refuses a JOBDIR before anything in it is read or written.
     fleet = _fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None
@@ -640,8 +627,3 @@ def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
             f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
         ) from exc
     return FleetScheduler.from_crawler(crawler)
-
-
-def _depth(request: Request) -> int:
-    depth = request.meta.get("depth", 0)
-    return depth if isinstance(depth, int) else 0
