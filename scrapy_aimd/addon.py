@@ -32,12 +32,6 @@ logger = logging.getLogger(__name__)
 MIDDLEWARE = "scrapy_aimd.feedback_middleware.AimdDownloaderMiddleware"
 MIDDLEWARE_PRIORITY = 950
 ROBOTS_MIDDLEWARE = "scrapy_aimd.robots_middleware.RobotsTxtMiddleware"
-#: The paths under which the docs once named the middlewares: a project that
-#: lists one of them already has that middleware.
-OLD_PATHS = {
-    MIDDLEWARE: "scrapy_aimd.middleware.AimdDownloaderMiddleware",
-    ROBOTS_MIDDLEWARE: "scrapy_aimd.robots.RobotsTxtMiddleware",
-}
 SCRAPY_ROBOTS_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 #: AutoThrottle's settings, which the add-on turns off with AutoThrottle, and
 #: the nearest setting of the add-on's (docs/migrating.rst).
@@ -86,11 +80,10 @@ class Addon:
 
         _check_components(settings, force)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-        if MIDDLEWARE not in middlewares and OLD_PATHS[MIDDLEWARE] not in middlewares:
+        if MIDDLEWARE not in middlewares:
             middlewares[MIDDLEWARE] = MIDDLEWARE_PRIORITY
             changes.append(f"DOWNLOADER_MIDDLEWARES += {MIDDLEWARE}: {MIDDLEWARE_PRIORITY}")
-        robots = (middlewares.get(p) for p in (ROBOTS_MIDDLEWARE, OLD_PATHS[ROBOTS_MIDDLEWARE]))
-        if settings.getbool("ROBOTSTXT_OBEY") and all(priority is None for priority in robots):
+        if settings.getbool("ROBOTSTXT_OBEY") and middlewares.get(ROBOTS_MIDDLEWARE) is None:
             middlewares.update({SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100})
             changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
         force("DOWNLOADER_MIDDLEWARES", middlewares, log=False)

@@ -80,8 +80,8 @@ from scrapy_aimd.fleet import (
 )
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
+from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsAnswer,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from scrapy_aimd.fleet import Claim, FleetFrontier, Wait
-from scrapy_aimd.fleet.rules import decode_state
+from scrapy_aimd.fleet.host_state import decode_state
 
 T = TypeVar("T")
 

@@ -15,8 +15,8 @@ from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, s
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item
+from scrapy_aimd.fleet.host_state import decode_state, decode_tickets
 from scrapy_aimd.fleet.redis_store import read_claim_reply
-from scrapy_aimd.fleet.rules import decode_state, decode_tickets
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 

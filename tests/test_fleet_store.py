@@ -36,8 +36,8 @@ from scrapy_aimd.fleet import (
     redis_store,
 )
 from scrapy_aimd.fleet.connection import clear_fleet
+from scrapy_aimd.fleet.host_state import Replica, limits_of
 from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
-from scrapy_aimd.fleet.rules import Replica, limits_of
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -899,7 +899,7 @@ def test_a_request_that_cannot_be_serialized_stays_with_the_caller(
 
 def test_scrapy_requests_go_through_the_jobdir_codec(server: RedisServer, prefix: str) -> None:
     scrapy = pytest.importorskip("scrapy")
-    from scrapy_aimd.jobdir import RequestCodec
+    from scrapy_aimd.request_codec import RequestCodec
 
     class Spider(scrapy.Spider):  # type: ignore[misc]
         name = "fleet"

@@ -27,9 +27,9 @@ from scrapy_aimd.jobdir import (
     UNWRITTEN_KEYS,
     Jobdir,
     JobdirError,
-    RequestCodec,
     check_jobdir,
 )
+from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import AimdSettingsError

@@ -31,7 +31,7 @@ that reads or moves a host's state sends them first, so that each host sees
 its events in order.
 
 Requests go in and out as bytes through the caller's codec (the JOBDIR's
-:class:`~scrapy_aimd.jobdir.RequestCodec`). No Scrapy import.
+:class:`~scrapy_aimd.request_codec.RequestCodec`). No Scrapy import.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ from typing import Any, Final, Generic, TypeVar
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import BULK, Encoded, Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
-from scrapy_aimd.fleet.rules import (
+from scrapy_aimd.fleet.host_state import (
     Applied,
     Event,
     HostData,
@@ -56,6 +55,7 @@ from scrapy_aimd.fleet.rules import (
     limits_of,
     parse_entry,
 )
+from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
