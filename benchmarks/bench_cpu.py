@@ -17,7 +17,9 @@ with their range. ``--profile FILE`` also runs one scrapy-aimd crawl under
 ``cProfile`` and prints its top entries by own time (and writes the profile).
 
     PYTHONPATH=. python benchmarks/bench_cpu.py [--hosts 2000] [--pages 10]
-        [--rounds 3] [--profile FILE] [--top 25]
+        [--rounds 3] [--concurrency 16] [--profile FILE] [--top 25]
+
+``--concurrency`` sets ``CONCURRENT_REQUESTS`` of both (Scrapy's default, 16).
 """
 
 from __future__ import annotations
@@ -40,13 +42,8 @@ RUNNER = ROOT / "tests" / "crawlrunner.py"
 
 from sitefarm import HostSpec, start_farm  # noqa: E402
 
-#: Settings of both crawls: robots.txt on, room for many hosts at once.
-COMMON = {
-    "ROBOTSTXT_OBEY": True,
-    "CONCURRENT_REQUESTS": 64,
-    "LOG_LEVEL": "INFO",
-    "DOWNLOAD_TIMEOUT": 30,
-}
+#: Settings of both crawls: Scrapy's defaults, robots.txt on.
+COMMON = {"ROBOTSTXT_OBEY": True, "LOG_LEVEL": "INFO"}
 CRAWLERS: dict[str, dict[str, Any]] = {
     "stock Scrapy": {"ADDONS": {}},
     "scrapy-aimd": {"ADDONS": {"scrapy_aimd.Addon": 500}},
@@ -95,11 +92,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
     # A socket per host in the farm, and a connection per host in the crawler.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     specs = farm_specs(args.hosts, args.pages)
+    common = {**COMMON, "CONCURRENT_REQUESTS": args.concurrency}
     per_page: dict[str, list[float]] = {name: [] for name in CRAWLERS}
     ratios: list[float] = []
     with tempfile.TemporaryDirectory(prefix="aimd-bench-cpu-") as tmp:
@@ -110,7 +109,7 @@ def main() -> None:
                 with start_farm(specs, max_seconds=900) as farm:
                     urls = [url + "/" for url in farm.urls.values()]
                     out = Path(tmp, f"r{round_}-{name.split()[0]}")
-                    cpu, pages, wall = crawl(urls, {**COMMON, **CRAWLERS[name]}, out)
+                    cpu, pages, wall = crawl(urls, {**common, **CRAWLERS[name]}, out)
                 got[name] = cpu / max(1, pages) * 1000
                 per_page[name].append(got[name])
                 print(
@@ -119,7 +118,10 @@ def main() -> None:
                     file=sys.stderr,
                 )
             ratios.append(got["scrapy-aimd"] / got["stock Scrapy"])
-        print(f"\n{args.hosts} hosts x {args.pages} pages, robots.txt on, {args.rounds} rounds\n")
+        print(
+            f"\n{args.hosts} hosts x {args.pages} pages, robots.txt on, CONCURRENT_REQUESTS "
+            f"{args.concurrency}, {args.rounds} rounds\n"
+        )
         print("| crawler | CPU a page (ms), median | rounds |")
         print("|---|---:|---|")
         for name, values in per_page.items():
@@ -134,7 +136,7 @@ def main() -> None:
                 urls = [url + "/" for url in farm.urls.values()]
                 crawl(
                     urls,
-                    {**COMMON, **CRAWLERS["scrapy-aimd"]},
+                    {**common, **CRAWLERS["scrapy-aimd"]},
                     Path(tmp, "profile"),
                     profile=args.profile,
                 )

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_aimd.core.controller import ControllerConfig
     from scrapy_aimd.outside import OutsideGate
 
 
@@ -143,6 +144,16 @@ def assign_slot(request: Request) -> None:
         return
     slot = urlparse_cached(request).hostname or ""
     request.meta["download_slot"] = request.meta[AUTO_SLOT_META] = slot
+
+
+def may_be_refusal(cfg: ControllerConfig, status: int | None, *, timeout: bool) -> bool:
+    """Whether an answer may read as a refusal (``Reaction.refused``) before the
+    controller has read it: a throttle status, or a timeout. The one place
+    outside the controller that says so (a fleet worker sends the others
+    only such answers at once: the rest may wait for its next claim)."""
+    if status is None:
+        return timeout
+    return status in cfg.throttle_codes
 
 
 def request_depth(request: Request) -> int:

@@ -53,6 +53,7 @@ from scrapy_aimd.crawl import (
     assign_slot,
     crawl_parts,
     hand_out_given_up,
+    may_be_refusal,
     origin_host,
     request_depth,
     request_host,
@@ -1144,9 +1145,9 @@ class FleetScheduler:
         """The answer can wait for the next claim: its reaction cannot be a refusal
         (not a throttle status, not a timeout), so the feedback middleware has
         nothing to requeue and need not know it now."""
-        if feedback.get("exception") is not None or feedback.get("status") is None:
-            return not feedback.get("timeout")
-        return feedback.get("status") not in self.configs.for_host(host).throttle_codes
+        status = None if feedback.get("exception") is not None else feedback.get("status")
+        cfg = self.configs.for_host(host)
+        return not may_be_refusal(cfg, status, timeout=bool(feedback.get("timeout")))
 
     def _answer(
         self,
