@@ -64,14 +64,15 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from scrapy import Request
 from scrapy.utils.asyncio import create_looping_call
-from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
+from scrapy_aimd.core.frontier import MemoryQueueStore
+from scrapy_aimd.crawl import stop_crawl
 from scrapy_aimd.dupefilter import AimdDupeFilter, keys_from_hex, keys_to_hex
 from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.sqlite_store import SqliteQueueStore, StoreError
@@ -93,6 +94,7 @@ __all__ = [
     "UNWRITTEN_KEYS",
     "Jobdir",
     "JobdirError",
+    "MemoryKeeper",
     "check_frontier",
     "check_jobdir",
     "check_not_stock",
@@ -158,8 +160,64 @@ def check_not_stock(path: Path, frontier: Path) -> None:
             )
 
 
+class MemoryKeeper:
+    """A crawl without JOBDIR: the frontier in memory, nothing saved. The same
+    calls as :class:`Jobdir`, so that the scheduler never asks which it has."""
+
+    #: Scrapy's scheduler stats name the queue so (``scheduler/enqueued/memory``).
+    where: ClassVar[str] = "memory"
+    #: A stopping crawl's cancelled downloads cannot be resumed.
+    resumable: ClassVar[bool] = False
+    #: Nothing in the frontier came from an earlier run: robots.txt decided.
+    recheck_robots: ClassVar[bool] = False
+    #: Said after "its N queued requests fail with HostGaveUp".
+    gave_up_note: ClassVar[str] = ""
+    unserializable: ClassVar[int] = 0
+
+    def queue_store(self) -> MemoryQueueStore[Request]:
+        return MemoryQueueStore()
+
+    def start(self, frontier: Frontier[Request]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def wrote(self) -> None:
+        pass
+
+    def tick(self) -> None:
+        pass
+
+    def handed_out(self, request: Request) -> None:
+        pass
+
+    def host_changed(self, host: str) -> None:
+        pass
+
+    def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
+        return None
+
+    def save_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
+        pass
+
+    def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
+        pass
+
+    def fail(self, exc: BaseException) -> None:
+        """Never called: a memory store raises no ``StoreError``."""
+        logger.error("Stopping the crawl: the frontier failed: %s", exc)
+
+
 class Jobdir:
     """The scheduler's JOBDIR: the store, its checkpoints and the hosts' saved state."""
+
+    where: ClassVar[str] = "disk"
+    resumable: ClassVar[bool] = True
+    #: Requests stored by an earlier run before their origin's robots.txt was
+    #: known: robots.txt decides again as each is popped.
+    recheck_robots: ClassVar[bool] = True
+    gave_up_note: ClassVar[str] = ", and stay in the JOBDIR for a later run"
 
     def __init__(
         self,
@@ -237,6 +295,14 @@ class Jobdir:
         if keys:
             self.stats.set_value("aimd/jobdir/seen_restored", dupefilter.restore_unwritten(keys))
 
+    def queue_store(self) -> SqliteQueueStore[Request]:
+        return self.store
+
+    @property
+    def unserializable(self) -> int:
+        """Requests the store could not write (kept in memory only), so far."""
+        return self.store.unserializable
+
     def start(self, frontier: Frontier[Request]) -> None:
         """Use ``frontier`` (over ``self.store``) and start the checkpoint timer."""
         self.frontier = frontier
@@ -246,10 +312,16 @@ class Jobdir:
 
     # -- requests ----------------------------------------------------------------
 
-    def engine_finished_some(self) -> bool:
-        """True when a request handed out may be done (cheap: one length check)."""
+    def tick(self) -> None:
+        """At each ``next_request``: a checkpoint once a request handed out may be
+        done (cheap when none may: one length check)."""
         in_progress = requests_in_progress(self.crawler)
-        return in_progress is not None and len(in_progress) < self.flights.stored
+        if in_progress is not None and len(in_progress) < self.flights.stored:
+            self.checkpoint()
+
+    def handed_out(self, request: Request) -> None:
+        """Its row stays until the engine is done with it."""
+        self.flights.store(request)
 
     def wrote(self) -> None:
         """After a write: a checkpoint when the transaction has grown large."""
@@ -270,9 +342,7 @@ class Jobdir:
         self.failed = True
         logger.error("Stopping the crawl: the JOBDIR failed: %s", exc)
         self.stats.inc_value("aimd/jobdir/errors")
-        engine = self.crawler.engine
-        if engine is not None and engine.spider is not None:
-            deferred_from_coro(engine.close_spider_async(reason="jobdir_error"))
+        stop_crawl(self.crawler, "jobdir_error")
 
     def checkpoint(self) -> None:
         """Commit, then write the seen keys (the order the protocol needs)."""
