@@ -399,14 +399,15 @@ class FleetScheduler:
                 if not self.frontier.flush_all(CLOSE_FLUSH):
                     logger.warning(
                         "Fleet at close: answers not stored within %.1fs (their leases "
-                        "expire and their requests are fetched again)",
+                        "go back with this worker's heartbeat, and their requests are "
+                        "fetched again)",
                         CLOSE_FLUSH,
                     )
                 if self.claims:  # never finished here: back to the queues now
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
                     self.claims.clear()
-                self.fleet.beat(alive=False)  # holds no lease any more
+                self.fleet.beat(alive=False)  # and every lease still held goes back
                 status = self.frontier.status()
                 self.stats.set_value("aimd/queued_at_close", status.queued)
                 for host in sorted(self.reporter.totals):

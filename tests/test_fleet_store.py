@@ -1303,3 +1303,54 @@ def test_a_reset_leaves_a_fleet_whose_key_continues_its_own(
     assert clear_fleet(server.url, glob) >= 5
     assert raw.keys(f"{prefix}\\[x]*") == []
     assert raw.get(f"{prefix}xAB:n") == b"3"
+
+
+def test_a_dead_workers_robots_retry_lock_goes_with_its_heartbeat(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    """After a failed robots.txt fetch the fetching worker keeps the origin's lock
+    through its backoff, with no lease naming it. Once its heartbeat is gone the
+    lock goes too: another worker fetches at once, not after the backoff."""
+    dead = frontier(ROOMY, lease_time=30.0, heartbeat=0.3)
+    held = dead.hold("h", b"robots.txt", ORIGIN)
+    assert isinstance(held, Claim)
+    assert dead.done([held.lease]) == 1  # the fetch failed: its lease is gone
+    assert shared(dead).retrying(ORIGIN, 20.0) is True
+    survivor = frontier(ROOMY, lease_time=30.0, heartbeat=0.3)
+    assert isinstance(survivor.hold("h", b"robots.txt", ORIGIN), Wait)
+    time.sleep(0.4)  # the dead worker's heartbeat expires; its lock would hold 50 s
+    assert isinstance(survivor.hold("h", b"robots.txt", ORIGIN), Claim)
+    assert raw.get(f"{prefix}:rl:{ORIGIN}") == survivor.fleet.token.encode()
+
+
+def test_a_worker_that_closes_gives_back_every_lease_it_holds(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    """A worker that ends its heartbeat (it closes) gives back the leases it still
+    holds (an answer not stored in time at close): their requests go back to the
+    queue and their places are freed at once, not after the lease (30 s here)."""
+    closing = frontier(SMALL, lease_time=30.0)
+    closing.push([Item("h", b"held"), Item("h", b"next")])
+    claims = closing.claim_many(1)
+    assert isinstance(claims, list) and len(claims) == 1
+    closing.fleet.beat(alive=False)
+    assert raw.zcard(f"{prefix}:leases") == 0
+    other = frontier(SMALL, lease_time=30.0)
+    back = claim_now(other)
+    assert back.item == b"held"
+
+
+def test_a_worker_declared_dead_is_told_so_by_its_next_beat(frontier: Frontiers) -> None:
+    """A worker whose reactor was blocked past its heartbeat lost its leases to
+    another worker's claim: its next beat says so (once), so that it drops what
+    it claimed and has not sent. A live worker's beats say nothing."""
+    stalled = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    assert stalled.fleet.beat() is False  # its first beat: a worker joins
+    stalled.push([Item("h", b"held"), Item("h", b"next")])
+    assert isinstance(stalled.claim_many(1), list)
+    assert stalled.fleet.beat() is False
+    other = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    time.sleep(0.4)
+    assert claim_now(other).item == b"held"  # reaped, and claimed again
+    assert stalled.fleet.beat() is True
+    assert stalled.fleet.beat() is False

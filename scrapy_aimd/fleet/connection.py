@@ -196,10 +196,12 @@ class Fleet:
         value = values.get(b"set-max-intset-entries", values.get("set-max-intset-entries"))
         return int(value) if value is not None else None
 
-    def beat(self, *, alive: bool = True) -> None:
+    def beat(self, *, alive: bool = True) -> bool:
         """This worker is alive (one round trip); ``alive=False``: it closes, and
-        its heartbeat ends with it (its leases given back first)."""
-        self.call("heartbeat", self.token, self.heartbeat_ms, "1" if alive else "0")
+        its heartbeat ends with it (every lease it still holds given back first).
+        True if another worker's claim took it for dead since its last beat (its
+        reactor was blocked past the heartbeat) and took its leases back."""
+        return bool(self.call("heartbeat", self.token, self.heartbeat_ms, "1" if alive else "0"))
 
     def key(self, suffix: str) -> str:
         return f"{self.prefix}:{suffix}"

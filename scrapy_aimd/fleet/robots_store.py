@@ -5,7 +5,8 @@ takes the origin's lock, ``P:rl:<origin>``, for as long as the hold's lease:
 the other workers' robots.txt requests for it wait (their origin's requests are
 held, as while any robots.txt is fetched) until the answer is stored in
 ``P:r:<origin>``, and read it instead of fetching. If the fetching worker dies,
-the lock expires with its lease and the next worker to ask fetches.
+the lock goes with its heartbeat (the lock names its worker), also while it
+waits to retry, and the next worker to ask fetches.
 
 What is shared (docs/fleet.rst): a settled answer, the rules of a 2xx (the
 first 500 KiB of the body, compressed) or a 4xx's allow-all, kept for

@@ -222,30 +222,27 @@ end
 -- worker ('w'). A worker whose heartbeat expired is dead (or its reactor was
 -- blocked that long): every lease it holds goes back at once, its requests to
 -- their queues and their places freed, not after the lease's own expiry (the
--- download timeout and a margin), and so does the robots.txt lock it held.
+-- download timeout and a margin), and so does any robots.txt lock it holds
+-- (live_lock_owner). P:dead:<worker> marks a worker reaped while it may be
+-- alive: its next heartbeat.lua tells it so, and it drops what it claimed
+-- (kept a day at most: a killed worker never reads it).
+local DEAD_MARK_SECONDS = 86400
+
 local function beat(worker, ms)
   call('SET', P .. ':hb:' .. worker, '1', 'PX', ms)
   call('SADD', P .. ':workers', worker)
 end
 
--- The leases of dead workers (any but ``worker``, the caller) back; returns how
--- many requests were queued again.
-local function reap_dead(worker)
-  local workers = P .. ':workers'
-  local dead = {}
-  for _, other in ipairs(call('SMEMBERS', workers)) do
-    if other ~= worker and call('EXISTS', P .. ':hb:' .. other) == 0 then
-      dead[other] = true
-      call('SREM', workers, other)
-    end
-  end
-  if next(dead) == nil then
-    return 0
-  end
+local function alive(worker)
+  return call('EXISTS', P .. ':hb:' .. worker) == 1
+end
+
+-- Every lease of the worker back; returns how many requests were queued again.
+local function requeue_worker(worker)
   local requeued = 0
   for _, id in ipairs(call('ZRANGE', P .. ':leases', 0, -1)) do
     local l = call('HMGET', P .. ':l:' .. id, 'w', 'o')
-    if l[1] and dead[l[1]] then
+    if l[1] == worker then
       if l[2] and call('GET', robots_key(l[2], true)) == l[1] then
         call('DEL', robots_key(l[2], true))
       end
@@ -254,12 +251,39 @@ local function reap_dead(worker)
       end
     end
   end
+  return requeued
+end
+
+-- The leases of dead workers (any but ``worker``, the caller) back; returns how
+-- many requests were queued again.
+local function reap_dead(worker)
+  local workers = P .. ':workers'
+  local requeued = 0
+  for _, other in ipairs(call('SMEMBERS', workers)) do
+    if other ~= worker and not alive(other) then
+      call('SREM', workers, other)
+      call('SET', P .. ':dead:' .. other, '1', 'EX', DEAD_MARK_SECONDS)
+      requeued = requeued + requeue_worker(other)
+    end
+  end
   if requeued > 0 then
     call('INCRBY', P .. ':reaped', requeued)
   end
   return requeued
 end
 
+-- Who holds the origin's robots.txt lock: its worker, or nil. A lock whose
+-- worker's heartbeat expired goes now (its value names its worker): a lock
+-- kept through a retry's backoff has no lease that reap_dead would find.
+local function live_lock_owner(origin)
+  local lock = robots_key(origin, true)
+  local owner = call('GET', lock)
+  if owner and not alive(owner) then
+    call('DEL', lock)
+    return nil
+  end
+  return owner
+end
 
 -- The origin's stored answer, appended to reply: status, body, truncated, gave
 -- up, age (seconds since it was fetched); false when none is stored.

@@ -24,10 +24,10 @@ if origin ~= '' then
     return answer
   end
   local owner = call('GET', robots_key(origin, true))
-  if owner and owner ~= ARGV[7] and call('EXISTS', P .. ':hb:' .. owner) == 0 then
-    -- Its worker is dead: its leases and its locks go now.
+  if owner and owner ~= ARGV[7] and not alive(owner) then
+    -- Its worker is dead: its leases and its lock go now.
     reap_dead(ARGV[7])
-    owner = call('GET', robots_key(origin, true))
+    owner = live_lock_owner(origin)
   end
   if owner and owner ~= ARGV[7] then
     -- Asked again when the lock expires, or sooner (the worker polls).

@@ -3,14 +3,15 @@
 -- 'answer': the fetch is settled; its answer is kept for the fleet for
 -- `seconds` (AIMD_ROBOTS_MAX_AGE), and the lock goes if it is this worker's.
 -- 'retry': unreachable, this worker fetches again: it keeps the lock for
--- `seconds` (until its retry, plus a lease), or takes it if no one has it.
+-- `seconds` (until its retry, plus a lease), or takes it if no one has it (a
+-- lock whose worker's heartbeat expired is no one's: live_lock_owner).
 -- Reply: 1 if the lock was this worker's.
 check_meta()
 local now = server_now()
 local origin = ARGV[2]
 local lock = robots_key(origin, true)
 local ms = math.max(1, math.ceil(tonumber(ARGV[5]) * 1000))
-local owner = call('GET', lock)
+local owner = live_lock_owner(origin)
 local mine = owner == ARGV[3]
 if ARGV[4] == 'answer' then
   local key = robots_key(origin)
