@@ -1055,9 +1055,32 @@ class FleetScheduler:
         if self.lost or self.frontier is None:
             return
         try:
-            self.fleet.beat()
+            reaped = self.fleet.beat()
         except Exception as exc:
             self._stop(exc, "heartbeat")
+            return
+        if reaped:
+            self._declared_dead()
+
+    def _declared_dead(self) -> None:
+        """Another worker's claim took this worker for dead (its reactor was blocked
+        past the heartbeat) and put its leases back: their requests may be claimed
+        again already. What it claimed and has not handed out is dropped here, for
+        the other worker to fetch: sent from here too, it would reach its host
+        beside the other's (the fleet counting one in flight). Requests already
+        handed to the downloader go on (docs/fleet.rst, "A worker that dies")."""
+        dropped = len(self.claimed)
+        self.claimed.clear()
+        self.stats.inc_value("aimd/fleet/declared_dead")
+        logger.warning(
+            "This fleet worker was taken for dead (its reactor was blocked past its "
+            "%.0fs heartbeat, AIMD_FLEET_HEARTBEAT): other workers took back its %d "
+            "leases; dropped the %d requests it had claimed and not sent (the fleet "
+            "fetches them), and the ones already sent may be fetched twice",
+            self.fleet.heartbeat_ms / 1000,
+            len(self.claims) + dropped,
+            dropped,
+        )
 
     def _stop(self, exc: Exception, where: str) -> None:
         """Stop this worker: Redis lost (an ERROR line, leases come back when they

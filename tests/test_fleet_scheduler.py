@@ -457,3 +457,31 @@ def test_a_robots_txt_that_waits_goes_behind_the_others(worker: Workers) -> None
         if joining.stats.get_value("aimd/fleet/robots/shared"):
             break
     assert joining.stats.get_value("aimd/fleet/robots/shared") == 1
+
+
+@in_a_loop
+def test_a_worker_declared_dead_while_alive_drops_what_it_claimed_and_did_not_send(
+    worker: Workers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose reactor was blocked past its heartbeat lost its leases to
+    another worker's claim, which may claim their requests again: its next beat
+    says so, and the requests it claimed and has not handed out are dropped
+    here (the other worker fetches them), not sent a second time to their hosts
+    at once."""
+    a, b = worker(), worker()
+    for n in range(3):
+        a.enqueue_request(Request(f"http://h{n}.test/", dont_filter=True))
+    assert a.next_request() is not None
+    assert len(a.claimed) == 2  # claimed together, not handed out yet
+    # Its heartbeat expires (a blocked reactor renews nothing) and b's claim reaps.
+    a.fleet.redis.delete(a.fleet.key(f"hb:{a.fleet.token}"))
+    again = [b.next_request() for _ in range(3)]
+    assert len([r for r in again if r is not None]) == 3
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.fleet_scheduler"):
+        a._beat()
+    assert not a.claimed
+    assert a.next_request() is None  # nothing of what b fetches now
+    assert a.stats.get_value("aimd/fleet/declared_dead") == 1
+    assert any("taken for dead" in r.getMessage() for r in caplog.records)
+    a._beat()  # said once
+    assert a.stats.get_value("aimd/fleet/declared_dead") == 1
