@@ -408,7 +408,12 @@ REMOVED_SETTINGS = {
     ),
 }
 #: The fleet's settings (docs/fleet.rst), read by scrapy_aimd.fleet.
-FLEET_SETTINGS = ("AIMD_REDIS_URL", "AIMD_FLEET_KEY", "AIMD_FLEET_IDLE_CLOSE")
+FLEET_SETTINGS = (
+    "AIMD_REDIS_URL",
+    "AIMD_FLEET_KEY",
+    "AIMD_FLEET_IDLE_CLOSE",
+    "AIMD_FLEET_HEARTBEAT",
+)
 #: Settings read outside the modules that export their lists.
 OTHER_SETTINGS = (
     "AIMD_EVENTS_FILE",

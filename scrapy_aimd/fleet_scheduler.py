@@ -79,6 +79,7 @@ from scrapy_aimd.fleet import (
     Item,
     SharedRobots,
 )
+from scrapy_aimd.fleet.connection import HEARTBEAT, REPLY_TIMEOUT
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.reporter import Reporter
@@ -161,10 +162,12 @@ LEASE_WAIT_EVERY = 10.0
 
 
 class FleetSettings:
-    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE``, read once."""
+    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE``,
+    ``AIMD_FLEET_HEARTBEAT``, read once."""
 
-    def __init__(self, url: str, key: str, idle_close: float) -> None:
+    def __init__(self, url: str, key: str, idle_close: float, heartbeat: float = HEARTBEAT) -> None:
         self.url, self.key, self.idle_close = url, key, idle_close
+        self.heartbeat = heartbeat
 
 
 def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
@@ -188,7 +191,17 @@ def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
     if not isinstance(key, str) or any(c.isspace() for c in key):
         raise AimdSettingsError("AIMD_FLEET_KEY", key, "a Redis key prefix without spaces")
     idle_close = read_float(settings, "AIMD_FLEET_IDLE_CLOSE", 5.0)
-    return FleetSettings(url, key, idle_close)
+    heartbeat = read_float(settings, "AIMD_FLEET_HEARTBEAT", HEARTBEAT)
+    if heartbeat <= REPLY_TIMEOUT:
+        # A Redis that stalls for a reply timeout (a BGSAVE fork, an AOF rewrite)
+        # would expire every worker's heartbeat together.
+        raise AimdSettingsError(
+            "AIMD_FLEET_HEARTBEAT",
+            settings.get("AIMD_FLEET_HEARTBEAT"),
+            f"seconds above the fleet's Redis reply timeout ({REPLY_TIMEOUT:g}s): a "
+            "Redis stall that long would take every worker for dead",
+        )
+    return FleetSettings(url, key, idle_close, heartbeat)
 
 
 def worker_name() -> str:
@@ -322,7 +335,10 @@ class FleetScheduler:
         if settings is None:
             return None
         fleet = Fleet(
-            settings.url, settings.key, rules_id=rules_id_of(crawler.request_fingerprinter)
+            settings.url,
+            settings.key,
+            rules_id=rules_id_of(crawler.request_fingerprinter),
+            heartbeat=settings.heartbeat,
         )
         return cls(crawler, settings, fleet)
 
@@ -1048,7 +1064,8 @@ class FleetScheduler:
             self._stop(exc, "lease renewal")
 
     def _beat(self) -> None:
-        """This worker is alive: its heartbeat key lives on (``HEARTBEAT``). A
+        """This worker is alive: its heartbeat key lives on (``AIMD_FLEET_HEARTBEAT``,
+        renewed every third of it). A
         reactor blocked longer than the heartbeat loses this worker's leases to
         another worker's next claim: their requests are fetched again (a
         duplicate, never a lost page)."""

@@ -17,8 +17,10 @@ from fleet_probe import claim_one, host_view
 from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 from scrapy import Request, signals
+from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.fleet import Claim, FleetStatus, Wait
+from scrapy_aimd.fleet.connection import REPLY_TIMEOUT
 from scrapy_aimd.fleet_scheduler import (
     FLUSH_AFTER,
     FLUSH_EARLY,
@@ -26,8 +28,10 @@ from scrapy_aimd.fleet_scheduler import (
     LEASE_WAIT_QUIET,
     RAN_OUT_FOR,
     FleetScheduler,
+    read_fleet_settings,
 )
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, crawl_delay_floor
+from scrapy_aimd.settings import AimdSettingsError
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -312,7 +316,7 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
         scheduler._log_lease_wait(status())
         assert said() == [
             "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
-            "(a dead worker's leases come back once its heartbeat expires, within 3s)"
+            "(a dead worker's leases come back once its heartbeat expires, within 10s)"
         ]
         now[0] += LEASE_WAIT_EVERY - 0.1
         scheduler._log_lease_wait(status())
@@ -323,7 +327,7 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
             "2 leases of other workers came back to the queues (a worker died or "
             "stalled: their requests are fetched again)",
             "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
-            "(a dead worker's leases come back once its heartbeat expires, within 3s)",
+            "(a dead worker's leases come back once its heartbeat expires, within 10s)",
         ]
         # Work queued again ends the wait; a new one is quiet at first.
         scheduler._log_lease_wait(status(queued=2, reaped=2))
@@ -485,3 +489,32 @@ def test_a_worker_declared_dead_while_alive_drops_what_it_claimed_and_did_not_se
     assert any("taken for dead" in r.getMessage() for r in caplog.records)
     a._beat()  # said once
     assert a.stats.get_value("aimd/fleet/declared_dead") == 1
+
+
+@in_a_loop
+def test_the_heartbeat_is_a_setting_of_ten_seconds_by_default(
+    worker: Workers,
+) -> None:
+    """AIMD_FLEET_HEARTBEAT: 10 s by default, twice the Redis reply timeout, so
+    that a Redis stall of a few seconds (a BGSAVE fork, an AOF rewrite) does not
+    expire every worker's heartbeat together; renewed every third of it."""
+    assert worker().fleet.heartbeat_ms == 10_000
+    assert worker(AIMD_FLEET_HEARTBEAT=7.5).fleet.heartbeat_ms == 7_500
+
+
+@pytest.mark.parametrize("value", [-1, 0, "x", float("nan"), 10**400, 5.0, 4])
+def test_a_heartbeat_not_above_the_reply_timeout_is_refused_at_start(
+    server: RedisServer, prefix: str, value: object
+) -> None:
+    crawler = get_crawler(
+        settings_dict={
+            "AIMD_REDIS_URL": server.url,
+            "AIMD_FLEET_KEY": prefix,
+            "AIMD_FLEET_HEARTBEAT": value,
+        }
+    )
+    with pytest.raises(AimdSettingsError, match="Invalid setting AIMD_FLEET_HEARTBEAT=") as raised:
+        read_fleet_settings(crawler)
+    if isinstance(value, (int, float)) and 0 < value < 1e300:
+        assert f"{REPLY_TIMEOUT:g}" in str(raised.value)
+        assert "reply timeout" in str(raised.value)

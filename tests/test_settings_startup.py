@@ -23,7 +23,7 @@ DOCUMENTED = re.findall(r"^\.\. setting:: (\S+)\s*$", DOCS.read_text(encoding="u
 #: Scrapy's own settings that scrapy-aimd reads or carries.
 CARRIED = ["DOWNLOAD_DELAY", "CONCURRENT_REQUESTS_PER_DOMAIN", "DOWNLOAD_TIMEOUT"]
 #: Read only in a fleet: given an unreachable one, they are read before it is asked.
-FLEET_ONLY = {"AIMD_FLEET_KEY", "AIMD_FLEET_IDLE_CLOSE"}
+FLEET_ONLY = {"AIMD_FLEET_KEY", "AIMD_FLEET_IDLE_CLOSE", "AIMD_FLEET_HEARTBEAT"}
 
 
 class StartSpider(Spider):

@@ -53,7 +53,9 @@ REPLY_TIMEOUT: Final = 5.0
 #: Seconds a worker's heartbeat key lives unless renewed (every third of it, and
 #: by each claim): a worker silent this long is taken for dead, and its leases
 #: go back to the queues at once (see docs/fleet.rst, "A worker that dies").
-HEARTBEAT: Final = 3.0
+#: ``AIMD_FLEET_HEARTBEAT``'s default; it must stay above ``REPLY_TIMEOUT``, or a
+#: Redis that stalls that long (a BGSAVE fork) expires every worker's together.
+HEARTBEAT: Final = 10.0
 _SCRIPTS: Final = (
     "init",
     "push",
