@@ -1354,3 +1354,47 @@ def test_a_worker_declared_dead_is_told_so_by_its_next_beat(frontier: Frontiers)
     assert claim_now(other).item == b"held"  # reaped, and claimed again
     assert stalled.fleet.beat() is True
     assert stalled.fleet.beat() is False
+
+
+def _calls(raw: redis.Redis, command: str) -> int:
+    stats: dict[str, Any] = raw.info("commandstats")
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_reaping_a_dead_worker_touches_only_its_own_leases(
+    frontier: Frontiers, raw: redis.Redis, prefix: str
+) -> None:
+    """Each worker's leases are listed under it (``P:wl:<worker>``): the claim that
+    reaps a dead worker reads its leases, not every lease of the fleet (here 150
+    of a live worker), and the list follows each lease out (done, answered,
+    given back, expired, reaped)."""
+    roomy = ControllerConfig(min_delay=0.0, max_concurrency=200, adaptive=False)
+    live = frontier(roomy, lease_time=30.0, heartbeat=0.3)
+    live.push([Item(f"h{n}", b"page") for n in range(150)])
+    held = live.claim_many(150)
+    assert isinstance(held, list) and len(held) == 150
+    assert raw.scard(f"{prefix}:wl:{live.fleet.token}") == 150
+    dead = frontier(roomy, lease_time=30.0, heartbeat=0.3)
+    dead.push([Item("d", b"held"), Item("d", b"next")])
+    assert [c.item for c in claim_many_now(dead, 1)] == [b"held"]
+    time.sleep(0.4)
+    live.fleet.beat()
+    before = _calls(raw, "hmget")
+    back = live.claim_many(1)
+    assert isinstance(back, list) and [c.item for c in back] == [b"held"]
+    assert live.counters.reaped == 1
+    assert _calls(raw, "hmget") - before < 30
+    assert raw.exists(f"{prefix}:wl:{dead.fleet.token}") == 0
+    # Out of the list with each way a lease goes.
+    live.done([held[0].lease])
+    live.finish(held[1], status=200, latency=0.001, done=True)
+    assert live.give_back([held[2].lease]) == 1
+    assert raw.scard(f"{prefix}:wl:{live.fleet.token}") == 148
+    live.fleet.beat(alive=False)
+    assert raw.exists(f"{prefix}:wl:{live.fleet.token}") == 0
+
+
+def claim_many_now(worker: FleetFrontier[bytes], count: int) -> list[Claim[bytes]]:
+    claims = worker.claim_many(count)
+    assert isinstance(claims, list), claims
+    return claims

@@ -173,7 +173,7 @@ while #claims < wanted do
       local expires = now + lease_time
       call('HSET', P .. ':l:' .. id, 'h', host, 's', score, 'm', member, 't', fmt(now),
         'w', token)
-      call('ZADD', P .. ':leases', fmt(expires), id)
+      add_lease(id, token, expires)
       call('DECR', P .. ':n')
       rescore(host)
       local st = call('HMGET', key, 'v', 'w')

@@ -160,14 +160,34 @@ local function drain(host, now)
   return members
 end
 
+-- Leases: P:l:<id> (a hash: host 'h', its worker 'w', ...), P:leases (ids by
+-- expiry) and P:wl:<worker> (the worker's ids, so that reaping a dead worker
+-- reads its own leases, not the fleet's).
+local function worker_leases(worker)
+  return P .. ':wl:' .. worker
+end
+
+local function add_lease(id, worker, expires)
+  call('ZADD', P .. ':leases', fmt(expires), id)
+  call('SADD', worker_leases(worker), id)
+end
+
+-- The lease's keys gone; worker: its 'w' (false for a lease without one).
+local function drop_lease(id, worker)
+  call('ZREM', P .. ':leases', id)
+  call('DEL', P .. ':l:' .. id)
+  if worker then
+    call('SREM', worker_leases(worker), id)
+  end
+end
+
 -- A lease's request back to its host's queue, its place freed; false if the
 -- lease is gone (done, or put back already).
 local function requeue(id)
   local lease = P .. ':l:' .. id
-  local l = call('HMGET', lease, 'h', 's', 'm', 'r')
+  local l = call('HMGET', lease, 'h', 's', 'm', 'r', 'w')
   num(lease, 's', l[2], nil) -- checked before anything is changed: a script's error undoes nothing
-  call('ZREM', P .. ':leases', id)
-  call('DEL', lease)
+  drop_lease(id, l[5])
   if not l[1] then
     return false
   end
@@ -237,10 +257,12 @@ local function alive(worker)
   return call('EXISTS', P .. ':hb:' .. worker) == 1
 end
 
--- Every lease of the worker back; returns how many requests were queued again.
+-- Every lease of the worker back (its own list, P:wl:<worker>: a reap reads
+-- no other worker's); returns how many requests were queued again.
 local function requeue_worker(worker)
   local requeued = 0
-  for _, id in ipairs(call('ZRANGE', P .. ':leases', 0, -1)) do
+  local own = worker_leases(worker)
+  for _, id in ipairs(call('SMEMBERS', own)) do
     local l = call('HMGET', P .. ':l:' .. id, 'w', 'o')
     if l[1] == worker then
       if l[2] and call('GET', robots_key(l[2], true)) == l[1] then
@@ -251,6 +273,7 @@ local function requeue_worker(worker)
       end
     end
   end
+  call('DEL', own)
   return requeued
 end
 
@@ -333,7 +356,7 @@ end
 -- forgotten, freed (0 or 1 each).
 local function forget_lease(id, now)
   local lease = P .. ':l:' .. id
-  local l = call('HMGET', lease, 'h', 'r')
+  local l = call('HMGET', lease, 'h', 'r', 'w')
   if not l[1] then
     return 0, 0
   end
@@ -344,8 +367,7 @@ local function forget_lease(id, now)
     log_event(l[1], 'c', id, now)
     freed = 1
   end
-  call('DEL', lease)
-  call('ZREM', P .. ':leases', id)
+  drop_lease(id, l[3])
   rescore(l[1])
   return 1, freed
 end
@@ -414,7 +436,7 @@ local function store_feedback(f, now, writer)
   local id = f[7]
   if id ~= '' then
     local lease = P .. ':l:' .. id
-    local l = call('HMGET', lease, 'h', 'r')
+    local l = call('HMGET', lease, 'h', 'r', 'w')
     if l[1] == host then
       released = 1
       settle_send(host, id)
@@ -423,8 +445,7 @@ local function store_feedback(f, now, writer)
         call('HSET', lease, 'r', 1)
       end
       if f[8] == '1' then
-        call('DEL', lease)
-        call('ZREM', P .. ':leases', id)
+        drop_lease(id, l[3])
         note_idle(now)
       else
         call('ZADD', P .. ':leases', fmt(now + tonumber(f[9])), id)

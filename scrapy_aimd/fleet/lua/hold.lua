@@ -57,7 +57,7 @@ call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now), 'w', ARGV[7])
 if origin ~= '' then
   call('HSET', P .. ':l:' .. id, 'o', origin)
 end
-call('ZADD', P .. ':leases', fmt(expires), id)
+add_lease(id, ARGV[7], expires)
 rescore(host)
 local st = call('HMGET', key, 'v', 'st', 'tk')
 local reply = {1, id, host, '', fmt(now), fmt(expires), st[1] or '0', st[2] or '',
