@@ -13,11 +13,14 @@ accounting of the child) is divided by the pages it fetched.
 The machine's load moves one crawl's CPU per page by several percent, so the
 two crawlers take turns in ``--rounds`` rounds (in the opposite order every
 other round), and the ratio printed is the median of the rounds' ratios,
-with their range. ``--profile FILE`` also runs one scrapy-aimd crawl under
-``cProfile`` and prints its top entries by own time (and writes the profile).
+with their range. Both crawlers must fetch the same number of pages in a
+round (each fetches the whole farm): a round where they did not stops the
+benchmark, since CPU a page over different crawls compares nothing.
+``--profile FILE`` also runs one scrapy-aimd crawl under ``cProfile`` and
+prints its top entries by own time (and writes the profile).
 
     PYTHONPATH=. python benchmarks/bench_cpu.py [--hosts 2000] [--pages 10]
-        [--rounds 3] [--concurrency 16] [--profile FILE] [--top 25]
+        [--rounds 5] [--concurrency 16] [--profile FILE] [--top 25]
 
 ``--concurrency`` sets ``CONCURRENT_REQUESTS`` of both (Scrapy's default, 16).
 """
@@ -89,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--pages", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--concurrency", type=int, default=16)
@@ -105,17 +108,24 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = list(CRAWLERS) if round_ % 2 == 0 else list(reversed(CRAWLERS))
             got: dict[str, float] = {}
+            fetched: dict[str, int] = {}
             for name in order:
                 with start_farm(specs, max_seconds=900) as farm:
                     urls = [url + "/" for url in farm.urls.values()]
                     out = Path(tmp, f"r{round_}-{name.split()[0]}")
                     cpu, pages, wall = crawl(urls, {**common, **CRAWLERS[name]}, out)
                 got[name] = cpu / max(1, pages) * 1000
+                fetched[name] = pages
                 per_page[name].append(got[name])
                 print(
                     f"round {round_ + 1}, {name}: {pages} pages, {cpu:.1f} s CPU, "
                     f"{got[name]:.3f} ms a page, {wall:.1f} s wall",
                     file=sys.stderr,
+                )
+            if len(set(fetched.values())) != 1:
+                raise SystemExit(
+                    f"round {round_ + 1}: the crawlers fetched different numbers of pages "
+                    f"({fetched}): their CPU a page does not compare"
                 )
             ratios.append(got["scrapy-aimd"] / got["stock Scrapy"])
         print(

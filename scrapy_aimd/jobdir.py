@@ -71,7 +71,6 @@ from scrapy.utils.asyncio import create_looping_call
 
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.core.controller import ControllerConfig, HostController, shift_state
-from scrapy_aimd.core.frontier import MemoryQueueStore
 from scrapy_aimd.crawl import stop_crawl
 from scrapy_aimd.dupefilter import AimdDupeFilter, keys_from_hex, keys_to_hex
 from scrapy_aimd.request_codec import RequestCodec
@@ -94,7 +93,6 @@ __all__ = [
     "UNWRITTEN_KEYS",
     "Jobdir",
     "JobdirError",
-    "MemoryKeeper",
     "check_frontier",
     "check_jobdir",
     "check_not_stock",
@@ -158,55 +156,6 @@ def check_not_stock(path: Path, frontier: Path) -> None:
                 f"scrapy-aimd cannot resume that JOBDIR. Resume it without scrapy-aimd, "
                 f"or use a new JOBDIR."
             )
-
-
-class MemoryKeeper:
-    """A crawl without JOBDIR: the frontier in memory, nothing saved. The same
-    calls as :class:`Jobdir`, so that the scheduler never asks which it has."""
-
-    #: Scrapy's scheduler stats name the queue so (``scheduler/enqueued/memory``).
-    where: ClassVar[str] = "memory"
-    #: A stopping crawl's cancelled downloads cannot be resumed.
-    resumable: ClassVar[bool] = False
-    #: Nothing in the frontier came from an earlier run: robots.txt decided.
-    recheck_robots: ClassVar[bool] = False
-    #: Said after "its N queued requests fail with HostGaveUp".
-    gave_up_note: ClassVar[str] = ""
-    unserializable: ClassVar[int] = 0
-
-    def queue_store(self) -> MemoryQueueStore[Request]:
-        return MemoryQueueStore()
-
-    def start(self, frontier: Frontier[Request]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def wrote(self) -> None:
-        pass
-
-    def tick(self) -> None:
-        pass
-
-    def handed_out(self, request: Request) -> None:
-        pass
-
-    def host_changed(self, host: str) -> None:
-        pass
-
-    def controller(self, host: str, cfg: ControllerConfig) -> HostController | None:
-        return None
-
-    def save_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
-        pass
-
-    def restore_robots(self, origin: str, robots: RobotsTxtMiddleware) -> None:
-        pass
-
-    def fail(self, exc: BaseException) -> None:
-        """Never called: a memory store raises no ``StoreError``."""
-        logger.error("Stopping the crawl: the frontier failed: %s", exc)
 
 
 class Jobdir:

@@ -53,11 +53,11 @@ from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import (
     FRONTIER_FILENAME,
     Jobdir,
-    MemoryKeeper,
     check_frontier,
     check_jobdir,
     check_not_stock,
 )
+from scrapy_aimd.memory_keeper import MemoryKeeper
 from scrapy_aimd.outside import OutsideGate
 from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (

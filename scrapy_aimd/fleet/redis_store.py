@@ -8,8 +8,9 @@ host's later answers, for the next call (see :class:`Contention`).
 
 - :meth:`FleetFrontier.push`: queue requests, each checked against the shared
   seen set in the same step.
-- :meth:`FleetFrontier.claim`: the best request of a host that may start now,
-  leased until the download timeout plus a margin; or when the next one may.
+- :meth:`FleetFrontier.claim_many`: the best requests of hosts that may start
+  now, each leased until the download timeout plus a margin; or when the next
+  one may.
 - :meth:`FleetFrontier.finish` / :meth:`FleetFrontier.fail`: the controller
   rules applied to the host's stored state, stored back if its version did not
   move (check-and-set in Lua), the lease's place freed in the same script.

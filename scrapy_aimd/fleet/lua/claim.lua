@@ -4,7 +4,7 @@
 -- leases it gives back, the worker's heartbeat in milliseconds (beat,
 -- common.lua: a call is a sign of life), and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
--- (as sent.lua); each feedback as 5 values (see feedback_at: the 14 values of
+-- (report_sent, common.lua); each feedback as 5 values (see feedback_at: the 14 values of
 -- store_feedback in common.lua, and '1' if its reply should carry the host's
 -- log); each done lease as its id;
 -- each lease given back as its id (put back in its queue at once).

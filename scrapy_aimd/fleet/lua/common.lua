@@ -331,7 +331,7 @@ local function add_log(reply, host)
   return reply
 end
 
--- The lease's send was reported (sent.lua, or carried by a claim): the host's
+-- The lease's send was reported (carried by a claim, claim.lua): the host's
 -- gap counts from then, so that two workers' requests reach the host no closer
 -- than the gap (a single process does the same with HostController.sent).
 -- t: when it was sent (server time, as the worker reckons it). Returns 1 if
