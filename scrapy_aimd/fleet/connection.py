@@ -405,7 +405,7 @@ _OWN_NAMES: Final = frozenset(
     )
 )
 #: ... or these kinds, then ``:`` and a host, lease, bucket, origin or worker.
-_OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl", b"hb"))
+_OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl", b"hb", b"wl", b"dead"))
 #: A fleet's meta key's ``kind`` (init.lua).
 _KIND: Final = b"scrapy-aimd-fleet"
 #: Characters that SCAN's pattern reads as a glob.
