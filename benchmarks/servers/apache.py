@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .accesslog import Entry
 from .limiters import LimitedHost
-from .nginx import free_port, wait_port
+from .nginx import free_port, stop, wait_port
 
 DEFAULT_APACHE = "/usr/sbin/apache2"
 MODULES = Path("/usr/lib/apache2/modules")
@@ -34,7 +34,8 @@ NEEDED = {
     "evasive20_module": "mod_evasive20.so",
 }
 RUN_AS = "www-data"
-STOP_SECONDS = 10.0
+GRACEFUL = signal.SIGTERM
+"""SIGTERM: Apache stops its children and exits (its log is written line by line)."""
 #: The request's end (epoch seconds and milliseconds), status, microseconds taken,
 #: where it came in, body bytes, the client's port (one a connection), request line.
 LOG_FORMAT = "%{end:sec}t.%{end:msec_frac}t %>s %D %A %{local}p %B %{remote}p %r"
@@ -168,19 +169,7 @@ def run_apache(
             wait_port(address, listener.port, process, directory / "stderr.log", "apache2")
             yield listener
         finally:
-            stop(process)
+            stop(process, GRACEFUL)
     finally:
         if served != root:
             shutil.rmtree(served, ignore_errors=True)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM: Apache stops its children and exits (its log is written line by line)."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(STOP_SECONDS)

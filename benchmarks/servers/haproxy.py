@@ -17,10 +17,11 @@ from pathlib import Path
 
 from .accesslog import Entry
 from .limiters import LimitedHost
-from .nginx import free_port, wait_port
+from .nginx import free_port, stop, wait_port
 
 DEFAULT_HAPROXY = "/usr/sbin/haproxy"
-STOP_SECONDS = 10.0
+GRACEFUL = signal.SIGUSR1
+"""SIGUSR1: a soft stop (the requests in flight end, the log is written)."""
 #: When the request came (the connection's accept date, its handshake and idle time
 #: after it), how long it took, the status, where it came in, the bytes sent, the
 #: client's port (one a connection) and the URI as asked.
@@ -139,16 +140,4 @@ def run_haproxy(
             wait_port(item.address, item.port, process, directory / "stderr.log", "haproxy")
         yield frontends
     finally:
-        stop(process)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGUSR1: a soft stop (the requests in flight end, the log is written)."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGUSR1)
-    try:
-        process.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(STOP_SECONDS)
+        stop(process, GRACEFUL)

@@ -110,12 +110,13 @@ def wait_port(
             time.sleep(0.05)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """A graceful stop (SIGQUIT: finish the requests in flight, flush the logs), then a
-    kill if nginx has not gone in STOP_SECONDS."""
+def stop(process: subprocess.Popen[bytes], graceful: int = signal.SIGQUIT) -> None:
+    """A graceful stop (nginx's SIGQUIT, by default: finish the requests in flight,
+    flush the logs), then a kill if the server has not gone in STOP_SECONDS. Each
+    server names its own graceful signal."""
     if process.poll() is not None:
         return
-    process.send_signal(signal.SIGQUIT)
+    process.send_signal(graceful)
     try:
         process.wait(STOP_SECONDS)
     except subprocess.TimeoutExpired:
