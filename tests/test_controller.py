@@ -335,7 +335,7 @@ def test_steady_narrows_the_gap_a_step_at_a_time() -> None:
         host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
         gaps.append(host.delay)
     assert gaps == sorted(gaps, reverse=True)
-    steps = [b / a for a, b in zip(gaps[1:], gaps) if a and b != a]
+    steps = [b / a for a, b in zip(gaps[1:], gaps[:-1], strict=True) if a and b != a]
     assert all(1 < step <= (1 + MARGIN) ** (i + 1) + 1e-9 for i, step in enumerate(steps))
     assert gaps[-1] == 0.0
 
@@ -397,7 +397,7 @@ def test_crawl_delay_is_a_floor_even_above_max_delay() -> None:
     assert host.delay == host.floor == 5.0
     host.set_crawl_delay(None)
     assert host.floor == 0.0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="crawl delay"):
         host.set_crawl_delay(-1.0)
 
 

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.settings import (
-    REMOVED_CONTROLLER_SETTINGS,
     CONTROLLER_SETTINGS,
+    REMOVED_CONTROLLER_SETTINGS,
     AimdSettingsError,
     HostConfigs,
     controller_configs,

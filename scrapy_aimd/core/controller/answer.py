@@ -34,8 +34,8 @@ class Answer:
     counted: bool = False
     """A 429: the host said it counts requests (the limit never set that pace)."""
     served: bool = False
-    """The host took the request (any status but a throttle one): it counts
-    towards the rate the host accepts."""
+    """The host took a page request (any status but a throttle one): it counts
+    towards the rate the host accepts. robots.txt says nothing of the pages."""
     page: bool = False
     """One of the host's pages (not robots.txt), answered 2xx or 3xx."""
     measured: bool = False
@@ -68,9 +68,11 @@ def read(
             pause = min(retry_after, max_retry_after)
         kind: Kind = "rate_limit" if status == 429 or pause is not None else "overload"
         return Answer(kind, pause, counted=status == 429)
+    if not page:
+        return Answer("neutral" if not 200 <= status < 400 else "good")  # says nothing
     if not 200 <= status < 400:
         return Answer("neutral", served=True)
-    return Answer("good", served=True, page=page, measured=page and status < 300)
+    return Answer("good", served=True, page=True, measured=status < 300)
 
 
 def read_failure(timeout: bool) -> Answer:

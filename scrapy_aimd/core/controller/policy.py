@@ -62,6 +62,9 @@ DEFAULT_SPACING = 1.0
 a second, the classic polite pace."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
+JITTER = 1.25
+"""A limit's median page within this factor of the unloaded one is no queue,
+whatever the estimate: pages vary by +-10 % on their own (1.1 / 0.9 = 1.22)."""
 CUT_HELD = 0.9
 """A limit cut for a queue is undone if the lower load did not take a tenth off
 the pages' median: the pages became slower, not because of the crawl."""
@@ -104,15 +107,14 @@ def on_answer(
     if answer.served:
         s.since_refusal += 1
         ended = _accepted(s, r, ticket, now)
-    if answer.kind != "good":
-        return Reaction("neutral", False)
-    if answer.page:
-        s.answered_well = True
+    if answer.kind != "good" or not answer.page:
+        return Reaction(answer.kind if answer.kind == "good" else "neutral", False)
+    s.answered_well = True
     if answer.measured:
         s.latency.add(latency)
         if ticket.started >= s.level_since:
             s.capacity.add(latency)
-    if ticket.started >= s.level_since and answer.page:
+    if ticket.started >= s.level_since:
         s.level_good += 1
         _round(s, r, now)
     if not ended:
@@ -134,14 +136,17 @@ def _refused(
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
     s.since_refusal = 0
     if lone or ticket.round != s.round:
+        if ticket.round != s.round and not answer.counted and s.halved:
+            kind = "overload"  # read as the answer that made the last decrease
         return Reaction(kind, False, paused, refused)
     if s.outage.since is None:
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
     s.rate.refuse(now)
     s.round += 1
     s.probes = 0
-    limit_bound = r.adaptive and s.limit > 1 and s.gap <= floor(s, r.min_delay)
-    if limit_bound and not answer.counted:
+    limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
+    s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
+    if s.halved:
         s.over = min(s.over or s.limit, s.limit)
         _set_limit(s, (s.limit + 1) // 2, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
@@ -231,10 +236,10 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
             _set_limit(s, max(limit, s.limit), now)
             return
     unloaded = s.capacity.unloaded or 0.0
-    slower = current > r.latency_factor * unloaded > 0
-    if waiting is not None and (waiting >= 1.0 or slower) and current > r.fast_latency:
+    rise = current > JITTER * unloaded and current > r.fast_latency
+    if waiting is not None and rise and (waiting >= 1.0 or current > r.latency_factor * unloaded):
         s.cut = (current, float(s.limit))
-        s.capacity.most = max(1, math.ceil(s.limit - waiting))
+        s.capacity.most = max(1, math.ceil(s.limit * unloaded / current))
         _set_limit(s, s.capacity.most, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return

@@ -49,6 +49,8 @@ class HostState:
     """The spacing the host last refused at the gap (0: none) ..."""
     hold_until: float = -math.inf
     """... which the gap stays a margin above until then."""
+    halved: bool = False
+    """The last decrease halved the limit (an overload, not a gap)."""
     over: int = 0
     """The least limit the host refused for overload (0: none)."""
     since_refusal: int = 0
@@ -119,6 +121,11 @@ def decode(data: Mapping[str, Any]) -> HostState:
     if latencies is not None:
         s.latency.values = _floats(latencies, "latencies")[-20:]
     if version < VERSION:
+        memory = data.get("memory")
+        if memory is not None and not isinstance(memory, Mapping):
+            raise ValueError(
+                f"controller state memory of {type(memory).__name__}: expected a mapping"
+            )
         s.phase = "startup" if data.get("slow_start") is True else "steady"
         s.answered_well = bool(s.latency.values)
         return s
@@ -138,6 +145,7 @@ def _fields(s: HostState, data: Mapping[str, Any]) -> None:
     s.probe_at = _time(data, "probe_at", -math.inf)
     s.probes = _whole(data, "probes", 0, 0)
     s.over = _whole(data, "over", 0, 0)
+    s.halved = _flag(data, "halved")
     s.hold = _number(data, "hold", 0.0)
     s.hold_until = _time(data, "hold_until", -math.inf)
     s.since_refusal = _whole(data, "since_refusal", 0, 0)
