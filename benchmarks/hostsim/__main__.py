@@ -1,0 +1,99 @@
+"""Print the controller's score on the tuning set and the held-out set.
+
+PYTHONPATH=. python -m benchmarks.hostsim [--set tuning|held-out|all]
+    [--host NAME] [--seconds 300] [--json FILE] [--controller module:factory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import multiprocessing
+import sys
+import time
+
+from benchmarks.hostsim.bench import TODAY, Score, score, summary
+from benchmarks.hostsim.sets import SETS
+
+
+def _score(job: tuple[str, int, float, str, int | None]) -> Score:
+    """Score one host, named by its set and place (a spec's model does not pickle)."""
+    set_name, index, seconds, factory, concurrency = job
+    return score(SETS[set_name][index], seconds, factory, concurrency)
+
+
+def _gap(seconds: float) -> str:
+    return "0" if seconds == 0 else f"{seconds:.3g}s"
+
+
+def _print(name: str, scores: list[Score]) -> None:
+    print(f"\n{name} set")
+    print(
+        f"{'host':48} {'s':>4} {'ratio':>6} {'refused':>7} {'pages':>7} {'in fl.':>6} {'best':>7}"
+        f" {'best c x gap':>13} {'refused':>7} {'waiting':>7}"
+    )
+    for s in scores:
+        waiting = "" if s.waiting is None else f"{s.waiting:.2f}"
+        print(
+            f"{s.host:48} {s.seconds:4.0f} {s.ratio:6.2f} {s.refused:7.1%} {s.pages:7d}"
+            f" {s.in_flight:6.2f} {s.best_pages:7d}"
+            f" {s.best_concurrency:>5d} x {_gap(s.best_gap):>5}"
+            f" {s.best_refused:7.1%}{' ' if s.best_capped else '*'} {waiting:>7}"
+        )
+    lowest, median = summary(scores)
+    print(f"{name}: {len(scores)} hosts, lowest ratio {lowest:.2f}, median {median:.2f}")
+    if not all(s.best_capped for s in scores):
+        print("* no fixed setting kept within 5 % refused: the best is the most pages at any")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.hostsim", description=__doc__)
+    parser.add_argument("--set", choices=("tuning", "held-out", "all"), default="all")
+    parser.add_argument("--host", help="only the hosts whose name contains this")
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--controller", default=TODAY, help="module:factory (default: %(default)s)")
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="the most in flight for the controller and the fixed grid (default: each host's)",
+    )
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args(argv)
+    names = list(SETS) if args.set == "all" else [args.set]
+    chosen = {
+        name: [i for i, s in enumerate(SETS[name]) if args.host is None or args.host in s.name]
+        for name in names
+    }
+    jobs = [
+        (name, i, args.seconds, args.controller, args.max_concurrency)
+        for name in names
+        for i in chosen[name]
+    ]
+    if not jobs:
+        parser.error(f"no host matches {args.host!r}")
+    began = time.monotonic()
+    if args.processes > 1 and len(jobs) > 1:
+        with multiprocessing.Pool(args.processes) as pool:
+            scores = pool.map(_score, jobs, chunksize=1)
+    else:
+        scores = [_score(job) for job in jobs]
+    results: dict[str, list[Score]] = {}
+    for name, specs in chosen.items():
+        results[name], scores = scores[: len(specs)], scores[len(specs) :]
+        if specs:
+            _print(name, results[name])
+    print(f"\n({time.monotonic() - began:.0f} s)")
+    if args.json:
+        figures = {
+            name: [{**dataclasses.asdict(s), "ratio": s.ratio} for s in found]
+            for name, found in results.items()
+        }
+        with open(args.json, "w") as out:
+            json.dump(figures, out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
