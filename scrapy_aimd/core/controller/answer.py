@@ -31,6 +31,8 @@ class Answer:
     kind: Kind
     pause: float | None = None
     """Seconds the host asked to wait (Retry-After, capped), if it did."""
+    timeout: bool = False
+    """No answer came in time."""
     counted: bool = False
     """A 429: the host said it counts requests (the limit never set that pace)."""
     served: bool = False
@@ -77,7 +79,7 @@ def read(
 
 def read_failure(timeout: bool) -> Answer:
     """A failure without a response: only a timeout speaks of the host's load."""
-    return Answer("overload") if timeout else Answer("neutral")
+    return Answer("overload", timeout=True) if timeout else Answer("neutral")
 
 
 @dataclass(frozen=True, slots=True)

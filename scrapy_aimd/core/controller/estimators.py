@@ -24,10 +24,15 @@ BASELINE_QUANTILE = 0.1
 fastest of two or more): a typical fast page, not a cached outlier."""
 
 
+MEDIAN_PAGES = 2
+"""A limit's median is of two pages at least: one page alone is no median."""
+
+
 def median(values: list[float]) -> float:
-    """The lower median of a non-empty list."""
+    """The median of a non-empty list."""
     ordered = sorted(values)
-    return ordered[(len(ordered) - 1) // 2]
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 @dataclass(slots=True)
@@ -133,7 +138,7 @@ class Capacity:
     def waiting(self, limit: int) -> float | None:
         """Requests waiting inside the host at ``limit`` in flight (None: too few
         pages yet), and the limit's median becomes a candidate unloaded latency."""
-        if len(self.pages) < limit:
+        if len(self.pages) < max(limit, MEDIAN_PAGES):
             return None
         current = median(self.pages)
         if self.unloaded is None or current < self.unloaded:

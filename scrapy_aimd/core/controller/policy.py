@@ -37,6 +37,7 @@ import math
 
 from .answer import Answer, Outcome, Reaction
 from .config import ControllerConfig
+from .estimators import median
 from .gate import Ticket
 from .state import HostState, Phase
 
@@ -134,8 +135,11 @@ def _refused(
     kind: Outcome = "rate_limit" if answer.kind == "rate_limit" else "overload"
     refused = kind == "rate_limit" or s.answered_well
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
+    # A timeout comes a timeout late: from before the limit last changed, it
+    # speaks of a load that is gone.
+    stale = answer.timeout and ticket.started < s.level_since
     s.since_refusal = 0
-    if lone or ticket.round != s.round:
+    if lone or stale or ticket.round != s.round:
         if ticket.round != s.round and not answer.counted and s.halved:
             kind = "overload"  # read as the answer that made the last decrease
         return Reaction(kind, False, paused, refused)
@@ -227,9 +231,12 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
     if not r.adaptive or s.level_good < s.limit or not s.level_full:
         return
     waiting = s.capacity.waiting(s.limit)
-    current = _median(s.capacity.pages) if s.capacity.pages else 0.0
+    current = median(s.capacity.pages) if s.capacity.pages else 0.0
     if s.cut is not None and current:
-        held = current >= CUT_HELD * s.cut[0]
+        # Only a cut to half or less can be judged by a median of a few pages:
+        # at a queue, its pages take half as long; any jitter is far smaller.
+        judged = 2 * s.limit <= s.cut[1]
+        held = judged and current >= CUT_HELD * s.cut[0]
         limit, s.cut = int(s.cut[1]), None
         if held:  # a new normal: the pages are this slow at any load
             s.capacity.unloaded, s.capacity.most = current, None
@@ -252,11 +259,6 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
     if s.over and grown >= s.over:
         grown = s.over if s.since_refusal >= 2 * LONE_AFTER else s.over - 1
     _set_limit(s, max(s.limit, min(grown, r.max_concurrency)), now)
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[(len(ordered) - 1) // 2]
 
 
 def _set_limit(s: HostState, limit: int, now: float) -> None:
