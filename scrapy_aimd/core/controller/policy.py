@@ -250,7 +250,7 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
         _set_limit(s, s.capacity.most, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return
-    if waiting is not None and waiting >= 0.5 and s.phase == "steady":
+    if waiting is not None and waiting >= 0.5 and rise and s.phase == "steady":
         s.level_good, s.level_full = 0, False  # holds: about one request waits
         return
     if s.over and s.limit >= s.over:
