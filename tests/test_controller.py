@@ -280,20 +280,27 @@ def test_refusals_in_a_row_double_the_gap_within_a_quarter_of_their_age() -> Non
         assert host.delay <= max(before, OUTAGE_SHARE * (now - first)) + 1e-9
 
 
-def test_the_first_accepted_request_sets_the_gap_from_the_cycles_rate() -> None:
-    """60 taken in 3 s, then refused until 10 s: 6 per second, with a margin."""
-    host = make(adaptive=False, max_concurrency=1)
-    now = refused_run(host, 0.0, 60, 0.05)
-    while now < 10.0:
-        now = max(now, host.ready_at(now))
-        if now >= 10.0:
-            break
+def window_cycle(host: HostController, now: float, edge: float) -> float:
+    """60 taken 50 ms apart, then refused until ``edge``; the first accepted after."""
+    now = refused_run(host, now, 60, 0.05)
+    while (now := max(now, host.ready_at(now))) < edge:
         host.finish(host.start(now), now + 0.01, status=429)
         now += 0.01
-    start = max(now, host.ready_at(now))
-    host.finish(host.start(start), start + 0.01, status=200, latency=0.01)
-    assert host.delay == pytest.approx((1 + MARGIN) * start / 60, rel=0.01)
-    assert host.phase(start) == "startup"  # no cycle before it to confirm it
+    host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+    return now
+
+
+def test_a_second_cycle_like_the_first_sets_the_gap_from_the_cycles_rate() -> None:
+    """A fixed window of 60 per 10 s. The first cycle may be a pause as well as a
+    window: the next run goes at the pace the last was taken at. The second
+    cycle confirms the first: the gap becomes what the host took over it."""
+    host = make(adaptive=False, max_concurrency=1)
+    first = window_cycle(host, 0.0, 10.0)
+    assert host.phase(first) == "startup"
+    assert host.delay == pytest.approx((1 + MARGIN) * 0.06, rel=0.2)  # the run's pace
+    second = window_cycle(host, first, 20.0)
+    assert host.phase(second) == "steady"
+    assert host.delay == pytest.approx((1 + MARGIN) * (second - first) / 61, rel=0.05)
 
 
 def test_a_pause_holds_every_start_until_it_ends() -> None:

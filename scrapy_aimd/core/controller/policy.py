@@ -151,8 +151,10 @@ def _refused(
     limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
     s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
     if s.halved:
+        # Refused again at the limit it refused before: back to the one it served.
+        again = s.over and s.limit >= s.over
         s.over = min(s.over or s.limit, s.limit)
-        _set_limit(s, (s.limit + 1) // 2, now)
+        _set_limit(s, s.over - 1 if again else (s.limit + 1) // 2, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return Reaction("overload", True, paused, refused)
     else:
@@ -191,11 +193,15 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         )
         s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
     elif s.phase == "backing_off" and rate is not None:
-        set_gap(s, (1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
         confirmed = previous is not None and previous <= GROWTH * rate and s.rate.counted > 1
+        # One cycle may be a window or a pause: until a second confirms it, the
+        # next run goes at the pace the last one was accepted at.
+        run = s.outage.spacing if not confirmed and s.outage.spacing else 1.0 / rate
+        set_gap(s, (1.0 + MARGIN) * run, r.min_delay, r.max_delay)
         s.phase = "steady" if confirmed else "startup"
-    elif s.phase == "backing_off":
-        s.phase = "startup"  # no cycle to measure: ramp back up from the gap
+    elif s.phase == "backing_off":  # nothing accepted before: nothing measured
+        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
+        s.phase = "startup"
     s.outage.end()
     s.probe_at = now + _probe_period(s)
     s.hold_until = now + max(LONE_AFTER * s.rate.waited, 2 * LONE_AFTER * s.gap)
