@@ -113,9 +113,9 @@ def on_answer(
     s.answered_well = True
     if answer.measured:
         s.latency.add(latency)
-        if ticket.started >= s.level_since:
+        if ticket.started >= s.level_since and ticket.round == s.round:
             s.capacity.add(latency)
-    if ticket.started >= s.level_since:
+    if ticket.started >= s.level_since and ticket.round == s.round:
         s.level_good += 1
         _round(s, r, now)
     if not ended:
@@ -196,7 +196,9 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         confirmed = previous is not None and previous <= GROWTH * rate and s.rate.counted > 1
         # One cycle may be a window or a pause: until a second confirms it, the
         # next run goes at the pace the last one was accepted at.
-        run = s.outage.spacing if not confirmed and s.outage.spacing else 1.0 / rate
+        spacing = s.outage.spacing
+        paced = not confirmed and spacing is not None and s.rate.counted > 1  # one: no pace
+        run = spacing if paced and spacing is not None else 1.0 / rate
         set_gap(s, (1.0 + MARGIN) * run, r.min_delay, r.max_delay)
         s.phase = "steady" if confirmed else "startup"
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured
