@@ -11,7 +11,8 @@ are measured alike:
 3. scrapy-aimd through its add-on.
 
     PYTHONPATH=. python benchmarks/bench_farm.py [--runs N] [--only aimd ...]
-        [--cap SECONDS] [--json OUT.json] [--keep DIR] [--hosts] [--farm FARM.json]
+        [--cap SECONDS] [--json OUT.json] [--keep DIR] [--hosts]
+        [--farm FARM.json | --farm limiters]
         [--alone HOST ...]
 
 The farm's clock (pauses, the outage, token buckets) starts at the crawl's first
@@ -48,6 +49,7 @@ from sitefarm import (
     HostSpec,
     benchmark_farm,
     host_possible_seconds,
+    limiter_farm,
     possible_crawl_seconds,
     specs_from_json,
     start_farm,
@@ -615,7 +617,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", type=Path, help="keep the farm logs, crawl logs and events")
     parser.add_argument("--hosts", action="store_true", help="per-host breakdown of each crawl")
     parser.add_argument(
-        "--farm", type=Path, help="a farm config (JSON) instead of the benchmark farm"
+        "--farm",
+        help="a farm config (JSON) instead of the benchmark farm, or a preset's name:"
+        f" {', '.join(PRESETS)}",
     )
     parser.add_argument(
         "--alone",
@@ -632,6 +636,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.cap is not None and args.cap <= 0:
         parser.error("--cap must be positive")
     return args
+
+
+#: ``--farm NAME``: the presets (``--farm limiters``: one host for each limiter that
+#: sites deploy, kept apart from the benchmark farm while windows take the controller
+#: minutes).
+PRESETS = {"benchmark": benchmark_farm, "limiters": limiter_farm}
+
+
+def farm_specs(farm: str | None) -> list[HostSpec]:
+    """The benchmark farm, a preset by name, or a farm config file."""
+    if farm is None:
+        return benchmark_farm()
+    if farm in PRESETS:
+        return PRESETS[farm]()
+    return specs_from_json(json.loads(Path(farm).read_text()))
 
 
 def add_set_option(parser: argparse.ArgumentParser) -> None:
@@ -672,7 +691,7 @@ def chosen_contenders(names: list[str] | None, settings: dict[str, Any]) -> list
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    specs = specs_from_json(json.loads(args.farm.read_text())) if args.farm else benchmark_farm()
+    specs = farm_specs(args.farm)
     possible = possible_crawl_seconds(specs, concurrency=CONCURRENT_REQUESTS)
     cap = args.cap if args.cap is not None else default_cap(possible)
     chosen = chosen_contenders(args.only, args.settings)

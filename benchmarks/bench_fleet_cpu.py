@@ -244,7 +244,7 @@ def child(config_path: str) -> None:
     import crawlrunner
 
     if os.environ.get(CODEC_ENV) == "off":
-        from scrapy_aimd.jobdir import RequestCodec
+        from scrapy_aimd.request_codec import RequestCodec
 
         RequestCodec.shortcut = False
     meter = Meter()

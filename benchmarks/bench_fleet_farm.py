@@ -16,15 +16,15 @@ the farm's request log, the sites' own view:
    per process), where one process is bound by its downloader and three
    should take half the time or less (scrapy-aimd only);
 3. ``kill9``: the benchmark farm again, crawled by three scrapy-aimd workers,
-   then by three of which the first (started with the others) is sent SIGKILL
-   once the farm has served a third of its pages (distinct pages answered 200,
-   polled every 0.2 s). The other two must fetch what it held: its leases
-   expire and are reaped back to the queues. ``DOWNLOAD_TIMEOUT`` is 5 s in both
-   crawls (the farm's slowest page takes 1.2 s), so a lease holds 10 s, not the 210 s
-   of Scrapy's default 180 s. Per host: pages fetched of the total, lost,
-   fetched twice, and the host's time; then the leases the survivors reaped
-   (``aimd/fleet/reaped``) and the check that pages fetched twice are at most
-   those (only a dead worker's request is fetched again).
+   then by three of which the busiest (the most requests in the farm's log,
+   told apart by their ``USER_AGENT``) is sent SIGKILL ``--kill-after``
+   seconds (5) after the crawl's first request. The other two must fetch what
+   it held: its heartbeat expires and the next claim puts its leases back in
+   the queues. ``DOWNLOAD_TIMEOUT`` is Scrapy's default, 180 s (a lease holds
+   210 s), unless ``--timeout`` says otherwise. Per host: pages fetched of the
+   total, lost, fetched twice, and the host's time; then the leases the
+   survivors reaped (``aimd/fleet/reaped``) and the check that pages fetched
+   twice are at most those (only a dead worker's request is fetched again).
 
 Per host: the most requests in flight at once, 429 and 503 answers, arrivals
 closer than the robots.txt Crawl-delay, pages lost and pages fetched twice, and
@@ -37,7 +37,7 @@ deletes the queue and the seen set under the others.
     pip install scrapy-redis      # the comparison only: not a scrapy-aimd dependency
     PYTHONPATH=. python benchmarks/bench_fleet_farm.py
         [--farm benchmark|many|both|kill9|all] [--workers 3] [--no-scrapy-redis]
-        [--keep DIR]
+        [--keep DIR] [--kill-after 5] [--timeout 180]
 
 ``both`` (the default) is 1 and 2, ``all`` is 1, 2 and 3.
 """
@@ -73,8 +73,8 @@ from sitefarm import (  # noqa: E402
 
 #: Seconds any crawl may take before it is killed.
 CAP = 300.0
-#: Share of the farm's pages served when the ``kill9`` crawl's first worker is killed.
-KILL_AT = 1 / 3
+#: Seconds after the first request when the ``kill9`` crawl's busiest worker is killed.
+KILL_AFTER = 5.0
 
 
 def many_hosts(count: int = 60) -> list[HostSpec]:
@@ -84,8 +84,8 @@ def many_hosts(count: int = 60) -> list[HostSpec]:
 FARMS: dict[str, tuple[Any, dict[str, Any]]] = {
     "benchmark": (benchmark_farm, {"CONCURRENT_REQUESTS": 32}),
     "many": (many_hosts, {"CONCURRENT_REQUESTS": 8}),
-    # A short timeout: a killed worker's leases (the timeout and 5 s) come back soon.
-    "kill9": (benchmark_farm, {"CONCURRENT_REQUESTS": 32, "DOWNLOAD_TIMEOUT": 5}),
+    # Scrapy's DOWNLOAD_TIMEOUT (180 s): a lease holds 210 s, the heartbeat seconds.
+    "kill9": (benchmark_farm, {"CONCURRENT_REQUESTS": 32, "DOWNLOAD_TIMEOUT": 180}),
 }
 
 #: Settings of a scrapy-redis worker (no scrapy-aimd), given the Redis URL.
@@ -108,7 +108,8 @@ def crawl(
 ) -> dict[str, Any]:
     """One crawl of a fresh farm: ``workers`` = 0 is one process without Redis;
     with ``scrapy_redis`` (extra settings), scrapy-redis workers instead; with
-    ``kill_at``, the first worker is killed -9 at that share of the pages."""
+    ``kill_at``, the busiest worker is killed -9 that many seconds after the
+    first request (each worker has a ``USER_AGENT`` of its own)."""
     server = RedisServer().start() if workers else None
     try:
         # The farm's clock (its outage, pauses, buckets) starts at the first request,
@@ -121,9 +122,10 @@ def crawl(
                 common |= {**SCRAPY_REDIS, "REDIS_URL": url, **scrapy_redis}
                 url = None
             fleet: list[Worker] = [
-                start_worker(urls, out / f"w{n}", url, common) for n in range(max(1, workers))
+                start_worker(urls, out / f"w{n}", url, {**common, "USER_AGENT": f"{AGENT}{n}"})
+                for n in range(max(1, workers))
             ]
-            killed = kill_first(farm, specs, fleet, kill_at) if kill_at is not None else None
+            killed = kill_busiest(farm, fleet, kill_at) if kill_at is not None else None
             wait_for(fleet, CAP)
             log = farm.read_log()
             names = {url.split("://", 1)[1]: name for name, url in farm.urls.items()}
@@ -133,7 +135,7 @@ def crawl(
     (out / "farm-log.json").write_text(json.dumps(log))
     summaries = summarize(log, specs)
     reasons = [w.stats().get("finish_reason") for w in fleet]
-    survivors = fleet[1:] if killed is not None else fleet
+    survivors = [w for n, w in enumerate(fleet) if killed is None or n != killed[2]]
     return {
         "summaries": summaries,
         "totals": totals(summaries),
@@ -148,20 +150,27 @@ def crawl(
     }
 
 
-def kill_first(
-    farm: FarmProcess, specs: list[HostSpec], fleet: list[Worker], share: float
-) -> tuple[float, int] | None:
-    """SIGKILL the first worker once the farm has served ``share`` of its pages,
-    read from its request log as the tables are; None if the fleet ended first.
-    Returns the moment (``time.time()``) and the pages served then."""
-    target = share * sum(len(spec.page_ids()) for spec in specs)
+#: Each worker's ``USER_AGENT`` is this and its number: the farm's log tells them apart.
+AGENT = "aimd-bench-worker-"
+
+
+def kill_busiest(
+    farm: FarmProcess, fleet: list[Worker], after: float
+) -> tuple[float, int, int] | None:
+    """SIGKILL the worker that sent the most requests so far, ``after`` seconds
+    after the crawl's first request (the farm's log); None if the fleet ended
+    first. Returns the moment (``time.time()``), the requests served then and
+    the worker's number."""
     deadline = time.monotonic() + CAP
     while time.monotonic() < deadline and all(w.process.poll() is None for w in fleet):
-        fetched: int = totals(summarize(farm.read_log(), specs))["pages_fetched"]
-        if fetched >= target:
-            fleet[0].process.send_signal(signal.SIGKILL)
-            return time.time(), fetched
-        time.sleep(0.2)
+        log = farm.read_log()
+        if log and time.time() >= min(r["arrived"] for r in log) + after:
+            agents = [r.get("user_agent") for r in log]
+            sent = [agents.count(f"{AGENT}{n}") for n in range(len(fleet))]
+            busiest = max(range(len(fleet)), key=sent.__getitem__)
+            fleet[busiest].process.send_signal(signal.SIGKILL)
+            return time.time(), len(log), busiest
+        time.sleep(0.05)
     return None
 
 
@@ -268,11 +277,11 @@ def report_kill(label: str, result: dict[str, Any]) -> None:
     if result["killed"] is None:
         print(": the fleet ended before a worker was killed")
         return
-    moment, fetched = result["killed"]
+    moment, served, busiest = result["killed"]
     total = result["totals"]["pages_total"]
     print(
-        f"; killed {moment - first_request(summaries):.1f} s after the first request, "
-        f"{fetched} of {total} pages served:\n"
+        f"; worker {busiest} (the busiest) killed {moment - first_request(summaries):.1f} s "
+        f"after the first request, {served} requests served:\n"
     )
     print("| host | pages fetched / total | lost | fetched twice | time (s) |")
     print("|---|---:|---:|---:|---:|")
@@ -303,6 +312,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--no-scrapy-redis", action="store_true")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--kill-after", type=float, default=KILL_AFTER)
+    parser.add_argument("--timeout", type=float, default=None)
     args = parser.parse_args()
     if REDIS_SERVER is None:
         sys.exit(SKIP_REASON)
@@ -325,9 +336,11 @@ def main() -> None:
                     (f"scrapy-redis, {n} workers", n, {}, None),
                     (f"scrapy-redis + AutoThrottle, {n} workers", n, AUTOTHROTTLE, None),
                 ]
-            killed = f"scrapy-aimd, {n} workers, the first killed -9"
+            killed = f"scrapy-aimd, {n} workers, the busiest killed -9"
             if name == "kill9":
-                kinds = [kinds[1], (killed, n, None, KILL_AT)]
+                kinds = [kinds[1], (killed, n, None, args.kill_after)]
+                if args.timeout is not None:
+                    settings = {**settings, "DOWNLOAD_TIMEOUT": args.timeout}
             runs = {}
             for label, workers, scrapy_redis, kill_at in kinds:
                 started = time.monotonic()

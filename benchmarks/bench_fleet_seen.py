@@ -3,7 +3,8 @@
 One run, one fresh ``redis-server`` (persistence off), the same URLs:
 
 - scrapy-aimd: the 64-bit keys of ``AimdRequestFingerprinter`` in 2**15
-  buckets of integers (``FleetSeenSet``), which Redis keeps as intsets;
+  buckets of integers (``FleetSeenSet``'s layout, as the pushes write it),
+  which Redis keeps as intsets;
 - scrapy-redis's format: the 40-character hex SHA1 of each request, in one
   Redis set, written with ``SADD`` directly (pipelined, as fast as it goes).
 
@@ -68,11 +69,19 @@ def measure_aimd(url: str, count: int) -> tuple[float, float, int]:
     keys = [fingerprinter.url_key("GET", link) for link in urls(count)]
     before = used_memory(client)
     started = time.perf_counter()
+    pipe = client.pipeline(transaction=False)
     for start in range(0, count, BATCH):
-        seen.add(keys[start : start + BATCH])
+        # As push.lua adds a pushed request's key: its bucket, its remaining bits.
+        for key in keys[start : start + BATCH]:
+            bucket, member = seen.bucket_and_member(key)
+            pipe.sadd(f"bench:aimd:s:{bucket}", member)
+        pipe.execute()
     elapsed = time.perf_counter() - started
     grown = used_memory(client) - before
-    assert len(seen) == count, (len(seen), count)
+    for bucket in range(seen.buckets):
+        pipe.scard(f"bench:aimd:s:{bucket:x}")
+    added = sum(pipe.execute())
+    assert added == count, (added, count)
     step = max(1, seen.buckets // 256)
     encodings = [
         client.object("encoding", f"bench:aimd:s:{bucket:x}")

@@ -35,7 +35,8 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController
 from scrapy_aimd.core.frontier import Frontier, MemoryQueueStore, QueueStore
-from scrapy_aimd.jobdir import CHECKPOINT_WRITES, RequestCodec
+from scrapy_aimd.jobdir import CHECKPOINT_WRITES
+from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.sqlite_store import SqliteQueueStore
 
 

@@ -37,12 +37,6 @@ logger = logging.getLogger(__name__)
 MIDDLEWARE = "scrapy_aimd.feedback_middleware.AimdDownloaderMiddleware"
 MIDDLEWARE_PRIORITY = 950
 ROBOTS_MIDDLEWARE = "scrapy_aimd.robots_middleware.RobotsTxtMiddleware"
-#: The paths under which the docs once named the middlewares: a project that
-#: lists one of them already has that middleware.
-OLD_PATHS = {
-    MIDDLEWARE: "scrapy_aimd.middleware.AimdDownloaderMiddleware",
-    ROBOTS_MIDDLEWARE: "scrapy_aimd.robots.RobotsTxtMiddleware",
-}
 SCRAPY_ROBOTS_MIDDLEWARE = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
 #: AutoThrottle's settings, which the add-on turns off with AutoThrottle, and
 #: the nearest setting of the add-on's (docs/migrating.rst).
@@ -91,11 +85,10 @@ class Addon:
 
         _check_components(settings, force)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-        if MIDDLEWARE not in middlewares and OLD_PATHS[MIDDLEWARE] not in middlewares:
+        if MIDDLEWARE not in middlewares:
             middlewares[MIDDLEWARE] = MIDDLEWARE_PRIORITY
             changes.append(f"DOWNLOADER_MIDDLEWARES += {MIDDLEWARE}: {MIDDLEWARE_PRIORITY}")
-        robots = (middlewares.get(p) for p in (ROBOTS_MIDDLEWARE, OLD_PATHS[ROBOTS_MIDDLEWARE]))
-        if settings.getbool("ROBOTSTXT_OBEY") and all(priority is None for priority in robots):
+        if settings.getbool("ROBOTSTXT_OBEY") and middlewares.get(ROBOTS_MIDDLEWARE) is None:
             middlewares.update({SCRAPY_ROBOTS_MIDDLEWARE: None, ROBOTS_MIDDLEWARE: 100})
             changes.append(f"DOWNLOADER_MIDDLEWARES: {ROBOTS_MIDDLEWARE} replaces Scrapy's")
         force("DOWNLOADER_MIDDLEWARES", middlewares, log=False)
@@ -143,7 +136,7 @@ class Addon:
                 "CONCURRENT_REQUESTS_PER_DOMAIN",
             )
         ]
-        per_domain = max((int(v) for v in limits if str(v).isdigit()), default=0)
+        per_domain = max((n for n in map(_whole, limits) if n is not None), default=0)
         was = settings.get("CONCURRENT_REQUESTS_PER_DOMAIN")
         force("CONCURRENT_REQUESTS_PER_DOMAIN", per_domain, log=False, floor="spider")
         if per_domain_from:
@@ -196,6 +189,16 @@ def _warn_about_startproject_pace(settings: BaseSettings, spider: object) -> Non
     )
 
 
+def _whole(value: object) -> int | None:
+    """A limit written as a whole number a setting can hold, else None (an invalid
+    one is named at start, by the setting that holds it)."""
+    text = str(value) if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    if not text.isdigit() or len(text) > 19:
+        return None
+    number = int(text)
+    return number if number < 2**63 else None
+
+
 def _lift_max_delay(settings: BaseSettings) -> str | None:
     """A floor (a carried DOWNLOAD_DELAY) above the default ceiling of the gap
     raises the ceiling to it: Scrapy takes any delay. A ceiling the user set
@@ -204,7 +207,7 @@ def _lift_max_delay(settings: BaseSettings) -> str | None:
         return None
     try:
         floor = float(settings.get("AIMD_MIN_DELAY"))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, ArithmeticError):  # OverflowError: 10**400
         return None  # an invalid value is named at start
     from scrapy_aimd.core.controller import ControllerConfig
 

@@ -14,13 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 from scrapy.utils.asyncio import call_later
+from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_aimd.core.controller.answer import is_refusal
 from scrapy_aimd.core.hosts import host_key_from_netloc, origin_from_netloc
 from scrapy_aimd.events import check_events_file, spider_params
+from scrapy_aimd.give_up import META as GIVE_UP_META
 from scrapy_aimd.inflight import InFlight
 from scrapy_aimd.settings import (
     HostConfigs,
@@ -32,7 +35,9 @@ from scrapy_aimd.settings import (
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
 
+    from scrapy_aimd.core.controller import ControllerConfig
     from scrapy_aimd.outside import OutsideGate
 
 
@@ -132,11 +137,54 @@ def user_slot(request: Request) -> str | None:
 def assign_slot(request: Request) -> None:
     """Before a request goes to the downloader: keep the user's slot; otherwise set
     Scrapy's own slot key for its URL (the hostname, without port), as the
-    downloader would, and remember that the crawl set it."""
+    downloader would, and remember that the crawl set it. The hostname, not the
+    host key with its port: ``DOWNLOAD_SLOTS`` is keyed so (Scrapy's default
+    slot), and a user's per-slot settings must meet the requests they name. Every
+    mode sets the slot here."""
     if user_slot(request) is not None:
         return
     slot = urlparse_cached(request).hostname or ""
     request.meta["download_slot"] = request.meta[AUTO_SLOT_META] = slot
+
+
+def may_be_refusal(cfg: ControllerConfig, status: int | None, *, timeout: bool) -> bool:
+    """Whether an answer may read as a refusal (``Reaction.refused``) before the
+    controller has read it: a throttle status, or a timeout. The one place
+    outside the controller that says so (a fleet worker sends the others
+    only such answers at once: the rest may wait for its next claim)."""
+    return is_refusal(status, timeout, cfg.throttle_codes)
+
+
+def request_depth(request: Request) -> int:
+    """The request's depth (``meta["depth"]``, set by DepthMiddleware), 0 when
+    missing or not an integer: the frontier orders a host's requests by it."""
+    depth = request.meta.get("depth", 0)
+    return depth if isinstance(depth, int) else 0
+
+
+def hand_out_given_up(request: Request, stats: StatsCollector | None) -> Request:
+    """A request of a host given up on (``AIMD_HOST_GIVE_UP``), handed out for the
+    feedback middleware to fail with ``HostGaveUp``: marked with its host's
+    name, not its copies' (an errback's fallback to another host goes on)."""
+    request.meta[GIVE_UP_META] = request_host(request)
+    if stats is not None:
+        stats.inc_value("aimd/host_gave_up/requests")
+    return request
+
+
+def stop_crawl(crawler: Crawler, reason: str) -> bool:
+    """Close the spider with ``reason`` (an error of scrapy-aimd's: the engine's loop
+    must not break quietly); False if it is closed or closing already."""
+    engine = crawler.engine
+    if engine is None or engine.spider is None or crawler in _STOPPED:
+        return False
+    _STOPPED.add(crawler)
+    deferred_from_coro(engine.close_spider_async(reason=reason))
+    return True
+
+
+#: Crawlers whose spider ``stop_crawl`` closed.
+_STOPPED: WeakSet[Crawler] = WeakSet()
 
 
 def origin_host(origin: str) -> str:

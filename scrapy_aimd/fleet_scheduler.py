@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import call_later, create_looping_call
-from scrapy.utils.defer import deferred_from_coro
 
 from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
@@ -50,11 +49,15 @@ from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
-    AUTO_SLOT_META,
     THROTTLE_RETRIES_META,
+    assign_slot,
     crawl_parts,
+    hand_out_given_up,
+    may_be_refusal,
     origin_host,
+    request_depth,
     request_host,
+    stop_crawl,
     user_slot,
     when_written,
 )
@@ -78,13 +81,12 @@ from scrapy_aimd.fleet import (
 )
 from scrapy_aimd.fleet.redis_store import lease_time
 from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.jobdir import RequestCodec
 from scrapy_aimd.reporter import Reporter
+from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsAnswer,
     RobotsTxtMiddleware,
-    crawl_delay_floor,
 )
 from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
@@ -236,7 +238,7 @@ class FleetScheduler:
             worker=self.worker,
         )
         self.wake = WakeTimer(crawler)
-        timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
+        timeout = read_float(crawler.settings, "DOWNLOAD_TIMEOUT", 180.0)
         self._lease_time = lease_time(timeout)
         self.frontier: FleetFrontier[Request] | None = None
         self.shared_robots = FleetRobots(fleet, lease_time=self._lease_time)
@@ -251,6 +253,8 @@ class FleetScheduler:
         self.shutdown: ShutdownGrace | None = None
         #: Renews the leases this worker holds (from ``open()``).
         self._renewal: Any = None
+        #: Keeps this worker's heartbeat alive (from ``open()``).
+        self._beating: Any = None
         self._counting: Any = None
         #: Requests that stay in this worker (see the module's docstring).
         self.local: deque[Request] = deque()
@@ -308,7 +312,6 @@ class FleetScheduler:
         self._held_at = self._held_until = -math.inf
         #: Redis was lost: nothing more is asked of it.
         self.lost = False
-        self._failed = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FleetScheduler | None:
@@ -349,6 +352,8 @@ class FleetScheduler:
         if self.robots is not None:
             self.robots.attach(self, self.clock)
         self.shutdown = self._grace()
+        self._beating = create_looping_call(self._beat)
+        self._beating.start(self.fleet.heartbeat_ms / 3000, now=True)
         self._renewal = create_looping_call(self._renew_leases)
         self._renewal.start(self.frontier.callback_time * RENEW_SHARE, now=False)
         self._counting = create_looping_call(self._write_counts)
@@ -376,7 +381,7 @@ class FleetScheduler:
     def close(self, reason: str) -> Deferred[None] | None:
         now = self.clock()
         self.wake.cancel()
-        for loop in (self._renewal, self._counting):
+        for loop in (self._beating, self._renewal, self._counting):
             if loop is not None and loop.running:
                 loop.stop()
         if self.shutdown is not None:
@@ -401,6 +406,7 @@ class FleetScheduler:
                     given = self.frontier.give_back([c.lease for c in self.claims.values()])
                     self.stats.set_value("aimd/fleet/given_back", given)
                     self.claims.clear()
+                self.fleet.beat(alive=False)  # holds no lease any more
                 status = self.frontier.status()
                 self.stats.set_value("aimd/queued_at_close", status.queued)
                 for host in sorted(self.reporter.totals):
@@ -488,8 +494,8 @@ class FleetScheduler:
         now = self.clock()
         if self._reaped_seen is not None and status.reaped > self._reaped_seen:
             logger.info(
-                "%d expired leases of other workers came back to the queues (a worker "
-                "died or stalled: their requests are fetched again)",
+                "%d leases of other workers came back to the queues (a worker died or "
+                "stalled: their requests are fetched again)",
                 status.reaped - self._reaped_seen,
             )
         self._reaped_seen = status.reaped
@@ -504,9 +510,10 @@ class FleetScheduler:
             self._lease_wait_logged = now
             logger.info(
                 "Nothing queued fleet-wide: waiting for %d requests leased by other "
-                "workers (a dead worker's come back when their leases expire, within "
-                "DOWNLOAD_TIMEOUT and a margin)",
+                "workers (a dead worker's leases come back once its heartbeat expires, "
+                "within %.0fs)",
                 status.leased,
+                self.fleet.heartbeat_ms / 1000,
             )
 
     def enqueue_request(self, request: Request) -> bool:
@@ -555,7 +562,7 @@ class FleetScheduler:
         dupefilter logs one): the engine then says it was dropped, as in one
         process."""
         if self.robots is not None and user_slot(request) is not None:
-            self._slot_crawl_delay(request)
+            self.robots.slot_crawl_delay(request_host(request), request)
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
@@ -570,7 +577,7 @@ class FleetScheduler:
                 request_host(request),
                 request,
                 priority=request.priority,
-                depth=_depth(request),
+                depth=request_depth(request),
                 key=key,
             )
         )
@@ -588,18 +595,6 @@ class FleetScheduler:
             return
         if not queued:
             self._dropped(request)
-
-    def _slot_crawl_delay(self, request: Request) -> None:
-        """A request allowed into a user's ``download_slot``: the slot's controller
-        is the only one of every host in it, so it keeps the largest Crawl-delay of
-        theirs, stored before the request is queued (as in a single process)."""
-        assert self.robots is not None
-        if self.robots.verdict(request) is not Verdict.ALLOW:
-            return  # denied: never sent (a held one comes back here once allowed)
-        slot = request_host(request)
-        delay = self.robots.slot_crawl_delay(slot, request)
-        if delay is not None:
-            self.set_crawl_delay(slot, delay, crawl_delay_floor(delay))
 
     def _key(self, request: Request) -> int | None:
         """The request's 64-bit key; None for a redirect to a URL of the same key as
@@ -763,11 +758,7 @@ class FleetScheduler:
         return bool(taken)
 
     def _hand_out_given_up(self) -> Request:
-        request = self.given_up.popleft()
-        # Its host's, not its copies': an errback's fallback to another host goes on.
-        request.meta[give_up_setting.META] = request_host(request)
-        self.stats.inc_value("aimd/host_gave_up/requests")
-        return request
+        return hand_out_given_up(self.given_up.popleft(), self.stats)
 
     def _give_up_on(self, host: str, now: float) -> None:
         """This worker's budget for the host ran out: the host is given up on
@@ -876,11 +867,7 @@ class FleetScheduler:
     def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
         host = claim.host
         self.flights.handed_out(request, host, None, now)
-        if user_slot(request) is None:
-            # Set by the crawl, as assign_slot marks it: a copy (a redirect to
-            # another host, a child given this meta) goes by its own URL's host.
-            request.meta[AUTO_SLOT_META] = host
-        request.meta["download_slot"] = host
+        assign_slot(request)  # the user's slot, else this URL's, not a redirect's (#2141)
         self.reporter.started(host, now, self._controller(host))
         # Once nothing can fail: a request never handed out is not taken for done
         # at close (its lease expires and it is queued again).
@@ -1059,6 +1046,18 @@ class FleetScheduler:
         except Exception as exc:
             self._stop(exc, "lease renewal")
 
+    def _beat(self) -> None:
+        """This worker is alive: its heartbeat key lives on (``HEARTBEAT``). A
+        reactor blocked longer than the heartbeat loses this worker's leases to
+        another worker's next claim: their requests are fetched again (a
+        duplicate, never a lost page)."""
+        if self.lost or self.frontier is None:
+            return
+        try:
+            self.fleet.beat()
+        except Exception as exc:
+            self._stop(exc, "heartbeat")
+
     def _stop(self, exc: Exception, where: str) -> None:
         """Stop this worker: Redis lost (an ERROR line, leases come back when they
         expire), or anything else (logged with its traceback)."""
@@ -1076,10 +1075,7 @@ class FleetScheduler:
             logger.error("Stopping the crawl: the fleet's %s failed", where, exc_info=exc)
             self.stats.inc_value("aimd/errors")
             reason = "aimd_error"
-        engine = self.crawler.engine
-        if engine is not None and engine.spider is not None and not self._failed:
-            self._failed = True
-            deferred_from_coro(engine.close_spider_async(reason=reason))
+        stop_crawl(self.crawler, reason)
 
     # -- feedback ------------------------------------------------------------------
 
@@ -1149,9 +1145,9 @@ class FleetScheduler:
         """The answer can wait for the next claim: its reaction cannot be a refusal
         (not a throttle status, not a timeout), so the feedback middleware has
         nothing to requeue and need not know it now."""
-        if feedback.get("exception") is not None or feedback.get("status") is None:
-            return not feedback.get("timeout")
-        return feedback.get("status") not in self.configs.for_host(host).throttle_codes
+        status = None if feedback.get("exception") is not None else feedback.get("status")
+        cfg = self.configs.for_host(host)
+        return not may_be_refusal(cfg, status, timeout=bool(feedback.get("timeout")))
 
     def _answer(
         self,
@@ -1263,17 +1259,6 @@ class FleetScheduler:
         if released:
             self.wake.now()
 
-    def robots_fetched(
-        self,
-        origin: str,
-        status: int | None,
-        outcome: str,
-        crawl_delay: float | None,
-        *,
-        shared: bool = False,
-    ) -> None:
-        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay, shared=shared)
-
     def robots_known(self, origin: str) -> RobotsAnswer | None:
         """The answer another worker stored for ``origin`` (one round trip, once per
         origin and ``AIMD_ROBOTS_MAX_AGE``); None: this worker sends the request,
@@ -1351,8 +1336,3 @@ def _answer_of(shared: SharedRobots) -> RobotsAnswer:
         gave_up=shared.gave_up,
         age=shared.age,
     )
-
-
-def _depth(request: Request) -> int:
-    depth = request.meta.get("depth", 0)
-    return depth if isinstance(depth, int) else 0

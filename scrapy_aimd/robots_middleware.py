@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
     from typing_extensions import Self
 
+    from scrapy_aimd.reporter import Reporter
+
 logger = logging.getLogger(__name__)
 
 ROBOTS_SETTINGS = (
@@ -128,18 +130,9 @@ class RobotsListener(Protocol):
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         """robots.txt asks for ``crawl_delay``; the host's gap keeps to ``floor``."""
 
-    def robots_fetched(
-        self,
-        origin: str,
-        status: int | None,
-        outcome: str,
-        crawl_delay: float | None,
-        *,
-        shared: bool = False,
-    ) -> None:
-        """A fetch of ``origin``'s robots.txt came to ``outcome`` (``rules``,
-        ``allow_all`` or ``unreachable``); ``status`` is None without a response;
-        ``shared``: another process of the crawl fetched it."""
+    @property
+    def reporter(self) -> Reporter:
+        """Told of every fetch of a robots.txt (``Reporter.robots``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -606,8 +599,13 @@ class RobotsTxtMiddleware:
     ) -> None:
         self._count_memory()
         if self.listener is not None:
-            self.listener.robots_fetched(
-                origin, status, result.outcome.value, result.crawl_delay, shared=shared
+            self.listener.reporter.robots(
+                self.clock(),
+                origin,
+                status,
+                result.outcome.value,
+                result.crawl_delay,
+                shared=shared,
             )
         if result.crawl_delay_invalid is not None:
             self.stats.inc_value("aimd/robots/crawl_delay_invalid")
@@ -647,18 +645,21 @@ class RobotsTxtMiddleware:
             self.listener.set_crawl_delay(host, delay, crawl_delay_floor(delay))
         logger.info("Crawl-delay of %s: %.2fs", host, delay)
 
-    def slot_crawl_delay(self, slot: str, request: Request) -> float | None:
-        """A request allowed into a user's ``download_slot``: the Crawl-delay of its
-        host if it is larger than the slot's, else None. The slot's controller is
-        the only one of every host in it, so its floor is the largest of their
-        delays (applied where the request is queued, before it can start)."""
+    def slot_crawl_delay(self, slot: str, request: Request) -> None:
+        """A request allowed into a user's ``download_slot`` (checked here), before it
+        is queued: the slot's controller is the only one of every host in it, so
+        its floor is the largest of their Crawl-delays, told to the listener
+        before the request can start. The one place for it, in every mode."""
         host = origin_host(request_origin(request))
         delay = self._crawl_delays.get(host)
         if slot == host or delay is None or delay <= self._slot_delays.get(slot, 0.0):
-            return None
+            return
+        if self.verdict(request) is not Verdict.ALLOW:
+            return  # never sent (a held one is checked again once allowed)
         self._slot_delays[slot] = delay
         logger.info("Crawl-delay of slot %s: %.2fs (robots.txt of %s)", slot, delay, host)
-        return delay
+        if self.listener is not None:
+            self.listener.set_crawl_delay(slot, delay, crawl_delay_floor(delay))
 
     def _unreachable(self, origin: str, result: FetchResult, what: str) -> None:
         self.stats.inc_value("aimd/robots/fetch_unreachable")

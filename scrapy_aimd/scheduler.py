@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from scrapy import signals as scrapy_signals
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.job import job_dir
 from scrapy.utils.misc import build_from_crawler, load_object
 
@@ -42,8 +41,11 @@ from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
     assign_slot,
     crawl_parts,
+    hand_out_given_up,
+    request_depth,
     request_host,
     request_origin,
+    stop_crawl,
     user_slot,
     when_written,
 )
@@ -51,6 +53,7 @@ from scrapy_aimd.give_up import GiveUpBudget
 from scrapy_aimd.jobdir import (
     FRONTIER_FILENAME,
     Jobdir,
+    MemoryKeeper,
     check_frontier,
     check_jobdir,
     check_not_stock,
@@ -60,7 +63,6 @@ from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsTxtMiddleware,
-    crawl_delay_floor,
     is_exempt,
 )
 from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
@@ -112,17 +114,17 @@ class AimdScheduler:
         self.wake = WakeTimer(crawler)
         self.frontier: Frontier[Request] = Frontier(self._new_controller)
         #: An in-flight entry with no feedback this long after the timeout is swept.
-        self.download_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180)
+        self.download_timeout = read_float(crawler.settings, "DOWNLOAD_TIMEOUT", 180.0)
         self._last_sweep = self.clock()
         self.spider: Spider | None = None
         self.robots: RobotsTxtMiddleware | None = None
-        self._failed = False
         #: Requests robots.txt disallows: handed out first, without a ticket, for
         #: the robots middleware to turn into IgnoreRequest.
         self.denied: deque[Request] = deque()
         self.jobdir_path = jobdir
-        #: The on-disk frontier and its checkpoints, with JOBDIR (from ``open()``).
-        self.jobdir: Jobdir | None = None
+        #: Where the frontier lives and what is saved of the crawl: in memory, or
+        #: the JOBDIR's store and its checkpoints (from ``open()``).
+        self.keeper: Jobdir | MemoryKeeper = MemoryKeeper()
         self.shutdown_grace = shutdown_grace
         self.shutdown: ShutdownGrace | None = None
         self.budget = GiveUpBudget(give_up)
@@ -172,10 +174,10 @@ class AimdScheduler:
         if self.fleet is not None:
             return self.fleet.open(spider, self.df)
         if self.jobdir_path:
-            self.jobdir = Jobdir(
+            self.keeper = Jobdir(
                 self.jobdir_path, self.crawler, spider, self.df, self.flights, clock=self.clock
             )
-            self.frontier = Frontier(self._new_controller, self.jobdir.store)
+        self.frontier = Frontier(self._new_controller, self.keeper.queue_store())
         self.crawler.signals.connect(self._on_feedback, signal=signals.response_feedback)
         self.crawler.signals.connect(
             self._on_reached_downloader, signal=scrapy_signals.request_reached_downloader
@@ -190,11 +192,10 @@ class AimdScheduler:
                 self.crawler,
                 self.shutdown_grace,
                 self.flights,
-                resumable=self.jobdir is not None,
+                resumable=self.keeper.resumable,
             )
             self.shutdown.start()
-        if self.jobdir is not None:
-            self.jobdir.start(self.frontier)
+        self.keeper.start(self.frontier)
         self._parts.outside = self.outside
         return self.df.open()
 
@@ -221,8 +222,7 @@ class AimdScheduler:
         self.stats.set_value("aimd/queued_at_close", len(self.frontier))
         self.reporter.close(now, reason, self.frontier.hosts(), self.df)
         closed = self.df.close(reason)  # writes the last keys after a last commit
-        if self.jobdir is not None:
-            self.jobdir.close()
+        self.keeper.close()
         return closed
 
     def has_pending_requests(self) -> bool:
@@ -243,20 +243,18 @@ class AimdScheduler:
                 self.df.log(request, self.crawler.spider)  # type: ignore[arg-type]
                 return False
             self.stats.inc_value("aimd/enqueued")
-            store = self.jobdir.store if self.jobdir is not None else None
-            unserializable = store.unserializable if store is not None else 0
+            keeper = self.keeper
+            unserializable = keeper.unserializable
             self._route(request)
-            if store is not None and store.unserializable > unserializable:
+            if keeper.unserializable > unserializable:
                 if ROBOTS_META not in request.meta:  # fetched again if needed
                     self.stats.inc_value("scheduler/unserializable")
                 self._count("enqueued", "memory")  # as Scrapy's scheduler counts it
             else:
                 self._count("enqueued")
-            if self.jobdir is not None:
-                self.jobdir.wrote()
+            keeper.wrote()
         except StoreError as exc:
-            assert self.jobdir is not None
-            self.jobdir.fail(exc)
+            self.keeper.fail(exc)
         except CRAWL_ERRORS:
             self._fail("enqueue_request")
         except Exception as exc:  # about this one request: the crawl goes on
@@ -280,21 +278,19 @@ class AimdScheduler:
                 self._set_aside(request, verdict)
                 return
             if user_slot(request) is not None:
-                delay = self.robots.slot_crawl_delay(host, request)
-                if delay is not None:
-                    self.set_crawl_delay(host, delay, crawl_delay_floor(delay))
+                self.robots.slot_crawl_delay(host, request)
         self.frontier.push(
             host,
             request,
             priority=request.priority,
-            depth=_depth(request),
+            depth=request_depth(request),
             now=self.clock(),
         )
 
     def _verdict(self, request: Request) -> Verdict:
         assert self.robots is not None
-        if self.jobdir is not None and not is_exempt(request):
-            self.jobdir.restore_robots(request_origin(request), self.robots)
+        if self.keeper.recheck_robots and not is_exempt(request):
+            self.keeper.restore_robots(request_origin(request), self.robots)
         return self.robots.verdict(request)
 
     def _set_aside(self, request: Request, verdict: Verdict) -> None:
@@ -306,10 +302,12 @@ class AimdScheduler:
             self.robots.hold(request, self._route)
         else:
             self.denied.append(request)
-        if self.jobdir is not None:
-            self.frontier.keep(
-                request_host(request), request, priority=request.priority, depth=_depth(request)
-            )
+        self.frontier.keep(
+            request_host(request),
+            request,
+            priority=request.priority,
+            depth=request_depth(request),
+        )
 
     def next_request(self) -> Request | None:
         if self.fleet is not None:
@@ -319,8 +317,7 @@ class AimdScheduler:
         try:
             return self._next_request()
         except StoreError as exc:
-            assert self.jobdir is not None
-            self.jobdir.fail(exc)
+            self.keeper.fail(exc)
         except Exception:
             self._fail("next_request")
         return None
@@ -329,15 +326,11 @@ class AimdScheduler:
         """Log the exception being handled and close the spider (reason "aimd_error")."""
         logger.exception("Stopping the crawl: AimdScheduler.%s failed", where)
         self.stats.inc_value("aimd/errors")
-        engine = self.crawler.engine
-        if engine is not None and engine.spider is not None and not self._failed:
-            self._failed = True
-            deferred_from_coro(engine.close_spider_async(reason="aimd_error"))
+        stop_crawl(self.crawler, "aimd_error")
 
     def _next_request(self) -> Request | None:
-        jobdir = self.jobdir
-        if jobdir is not None and jobdir.engine_finished_some():
-            jobdir.checkpoint()
+        keeper = self.keeper
+        keeper.tick()
         if self.given_up:
             return self._hand_out_given_up()
         if self.denied:
@@ -348,7 +341,7 @@ class AimdScheduler:
             self._sweep(now)
         self.outside.serve()  # first: they belong to pages already fetched
         popped = self.frontier.pop(now)
-        while popped is not None and jobdir is not None and not self._may_start(popped.item):
+        while popped is not None and keeper.recheck_robots and not self._may_start(popped.item):
             # Stored by an earlier run before its origin's robots.txt was known.
             self.frontier.cancel(popped.host, popped.ticket, now)
             if self.denied:
@@ -359,8 +352,7 @@ class AimdScheduler:
             return None
         request, host = popped.item, popped.host
         self.flights.handed_out(request, host, popped.ticket, now)
-        if jobdir is not None:
-            self.flights.store(request)
+        keeper.handed_out(request)
         assign_slot(request)  # the user's slot, else this URL's, not a redirect's (#2141)
         self.reporter.started(host, now, self.frontier.controller(host))
         self._count("dequeued")
@@ -368,17 +360,13 @@ class AimdScheduler:
 
     def _hand_out_denied(self) -> Request:
         request = self.denied.popleft()
-        if self.jobdir is not None:
-            self.flights.store(request)
+        self.keeper.handed_out(request)
         self._count("dequeued")
         return request
 
     def _hand_out_given_up(self) -> Request:
         """Not stored as handed out: with JOBDIR its row stays, for a later run."""
-        request = self.given_up.popleft()
-        # Its host's, not its copies': an errback's fallback to another host goes on.
-        request.meta[give_up_setting.META] = request_host(request)
-        self.stats.inc_value("aimd/host_gave_up/requests")
+        request = hand_out_given_up(self.given_up.popleft(), self.stats)
         self._count("dequeued")
         return request
 
@@ -387,8 +375,9 @@ class AimdScheduler:
         for it): the errback of each gets ``HostGaveUp``."""
         if request is not None:
             self.given_up.append(request)
-            if self.jobdir is not None:
-                self.frontier.keep(host, request, priority=request.priority, depth=_depth(request))
+            self.frontier.keep(
+                host, request, priority=request.priority, depth=request_depth(request)
+            )
         self.given_up.extend(self.frontier.drain(host))
         self.wake.now()
 
@@ -402,7 +391,7 @@ class AimdScheduler:
             self.budget.trouble_for(host, now),
             self.budget.budget,
             self.frontier.queued(host),
-            ", and stay in the JOBDIR for a later run" if self.jobdir is not None else "",
+            self.keeper.gave_up_note,
         )
         self._give_up_on(host)
 
@@ -410,7 +399,7 @@ class AimdScheduler:
         """Scrapy's own scheduler stats, which monitoring tools read
         (``scheduler/enqueued``, ``scheduler/dequeued/disk`` ...)."""
         if where is None:
-            where = "disk" if self.jobdir is not None else "memory"
+            where = self.keeper.where
         self.stats.inc_value(f"scheduler/{what}")
         self.stats.inc_value(f"scheduler/{what}/{where}")
 
@@ -454,8 +443,7 @@ class AimdScheduler:
             return
         host, ticket = taken
         now = self.clock()
-        if self.jobdir is not None:
-            self.jobdir.host_changed(host)
+        self.keeper.host_changed(host)
         if not downloaded or self.flights.cancelled(request):
             self.frontier.cancel(host, ticket, now)
             self.reporter.cancelled()
@@ -508,29 +496,17 @@ class AimdScheduler:
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 
     def robots_settled(self, origin: str, released: int) -> None:
-        if self.jobdir is not None and self.robots is not None:
-            self.jobdir.save_robots(origin, self.robots)
+        if self.robots is not None:
+            self.keeper.save_robots(origin, self.robots)
         if released:
             self.wake.now()
-
-    def robots_fetched(
-        self,
-        origin: str,
-        status: int | None,
-        outcome: str,
-        crawl_delay: float | None,
-        *,
-        shared: bool = False,
-    ) -> None:
-        self.reporter.robots(self.clock(), origin, status, outcome, crawl_delay, shared=shared)
 
     def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
         controller = self.frontier.controller(host)
         controller.set_crawl_delay(floor)
         self.frontier.refile(host, self.clock())
         self.reporter.crawl_delay(host, self.clock(), crawl_delay, controller)
-        if self.jobdir is not None:
-            self.jobdir.host_changed(host)
+        self.keeper.host_changed(host)
 
     # -- bookkeeping ---------------------------------------------------------------
 
@@ -567,11 +543,7 @@ class AimdScheduler:
 
     def _new_controller(self, host: str) -> HostController:
         cfg = self.configs.for_host(host)
-        if self.jobdir is not None:
-            restored = self.jobdir.controller(host, cfg)
-            if restored is not None:
-                return restored
-        return HostController(cfg)
+        return self.keeper.controller(host, cfg) or HostController(cfg)
 
 
 @dataclass
@@ -594,6 +566,7 @@ _PREPARED: WeakKeyDictionary[Crawler, _Prepared] = WeakKeyDictionary()
 def _prepare(crawler: Crawler) -> _Prepared:
     settings = crawler.settings
     shutdown_grace = read_grace(settings)
+    read_float(settings, "DOWNLOAD_TIMEOUT", 180.0)  # named now, read again as the spider opens
     give_up = read_float(settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
     # The fleet first: it refuses a JOBDIR before anything in it is read or written.
     fleet = _fleet_scheduler(crawler) if settings.get("AIMD_REDIS_URL") else None
@@ -640,8 +613,3 @@ def _fleet_scheduler(crawler: Crawler) -> FleetScheduler | None:
             f"installed: pip install 'scrapy-aimd[fleet]' ({exc})",
         ) from exc
     return FleetScheduler.from_crawler(crawler)
-
-
-def _depth(request: Request) -> int:
-    depth = request.meta.get("depth", 0)
-    return depth if isinstance(depth, int) else 0

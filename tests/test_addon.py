@@ -82,25 +82,6 @@ def test_users_own_middlewares_are_kept() -> None:
     assert MIDDLEWARE in middlewares
 
 
-def test_the_old_middleware_paths_count_as_listed() -> None:
-    old = {
-        "scrapy_aimd.middleware.AimdDownloaderMiddleware": 950,
-        "scrapy_aimd.robots.RobotsTxtMiddleware": 100,
-    }
-    settings = apply({"ROBOTSTXT_OBEY": True, "DOWNLOADER_MIDDLEWARES": old})
-    middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-    assert MIDDLEWARE not in middlewares
-    assert ROBOTS_MIDDLEWARE not in middlewares
-    from scrapy.utils.misc import load_object
-
-    for path in old:
-        assert load_object(path) is load_object(
-            path.replace(".middleware.", ".feedback_middleware.").replace(
-                ".robots.", ".robots_middleware."
-            )
-        )
-
-
 def test_every_aimd_setting_the_code_names_is_known_to_the_typo_check() -> None:
     from test_docs_settings import settings_in_code
 
@@ -209,16 +190,14 @@ def test_a_users_own_dupefilter_is_kept_and_a_foreign_scheduler_refused(
 
 def test_the_manual_configuration_in_the_docs_is_what_the_addon_sets() -> None:
     """docs/getting-started.rst shows the settings the add-on is a shortcut for: the
-    same paths (not the old ones, which only keep old projects working)."""
+    same paths."""
     import re
     import textwrap
     from pathlib import Path
 
-    from scrapy_aimd.addon import COMPONENTS, OLD_PATHS
+    from scrapy_aimd.addon import COMPONENTS
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "getting-started.rst").read_text()
-    for old in OLD_PATHS.values():
-        assert old not in text
     section = text.split("\nWithout the add-on\n", 1)[1]
     block = re.search(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", section)
     assert block is not None

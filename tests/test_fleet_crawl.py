@@ -213,7 +213,48 @@ def test_kill_9_of_one_worker_of_three_loses_no_page(tmp_path: Path, redis_url: 
     twice = sum(s.duplicate_fetches for s in summaries.values())
     assert reaped > 0 and twice <= reaped, (twice, reaped)
     # Their return is said (the wait before it: test_fleet_scheduler.py).
-    assert any("expired leases of other workers came back" in w.log() for w in fleet[1:])
+    assert any("leases of other workers came back" in w.log() for w in fleet[1:])
+
+
+def test_a_dead_workers_hosts_resume_within_seconds_at_scrapys_timeout(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """At Scrapy's default DOWNLOAD_TIMEOUT of 180 s a lease holds 210 s; a
+    killed worker's heartbeat expires within seconds, and the next claim of
+    another worker puts its leases back: its requests are fetched again, and
+    its hosts' places freed, well before the lease would have run out."""
+    settings = {"DOWNLOAD_TIMEOUT": 180}
+    specs = [HostSpec(name=f"h{n}", pages=40, latency=0.3) for n in range(3)]
+    with start_farm(specs, max_seconds=150) as farm:
+        fleet = workers(farm, tmp_path, redis_url, 1, settings)
+        wait_for_requests(farm, 10)
+        fleet += [
+            start_worker(urls_of(farm), tmp_path / f"w{n}", redis_url, {**FLEET, **settings})
+            for n in (1, 2)
+        ]
+        wait_for_requests(farm, 30)
+        fleet[0].process.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        wait_for(fleet, 90)  # far below the 210 s of a lease
+        log = farm.read_log()
+    assert fleet[0].code == -signal.SIGKILL
+    assert_finished(fleet[1:])
+    summaries = summarize(log, specs)
+    for name, summary in summaries.items():
+        assert summary.pages_fetched == summary.pages_total, (name, summary)
+    reaped = sum(w.stats().get("aimd/fleet/reaped", 0) for w in fleet[1:])
+    assert reaped > 0
+    # Each page the dead worker held is fetched again within 15 s of the kill.
+    arrivals: dict[tuple[str, str], list[float]] = {}
+    for record in page_records(log):
+        arrivals.setdefault((record["host"], record["path"]), []).append(record["arrived"])
+    again = [max(times) - killed_at for times in arrivals.values() if len(times) > 1]
+    assert again and max(again) <= 15, again
+    # And every host goes on within 15 s.
+    for spec in specs:
+        after = [r["arrived"] for r in page_records(log, spec.name) if r["arrived"] > killed_at]
+        if after:
+            assert min(after) - killed_at <= 15, (spec.name, min(after) - killed_at)
 
 
 def test_a_worker_that_joins_later_starts_at_once(tmp_path: Path, redis_url: str) -> None:

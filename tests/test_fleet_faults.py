@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from fleet_probe import claim_one
 from redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
@@ -100,17 +101,17 @@ def test_a_connection_lost_mid_crawl_is_a_fleet_error() -> None:
     with redis_server() as own:
         fleet = worker(own.url, "aimd:lost")
         fleet.push([Entry("h", b"1"), Entry("h", b"2")])
-        claim = fleet.claim()
+        claim = claim_one(fleet)
         assert isinstance(claim, Claim)
         own.kill()
         with pytest.raises(FleetConnectionLost, match=r"AIMD_REDIS_URL=.*claim"):
-            fleet.claim()
+            claim_one(fleet)
         with pytest.raises(FleetConnectionLost, match="feedback"):
             fleet.finish(claim, status=200, latency=0.01)
         # An answer waiting for the next claim: the claim that carries it says so.
         fleet.finish_later(claim, status=200, latency=0.01, then=lambda reaction: None)
         with pytest.raises(FleetConnectionLost, match="claim with feedback"):
-            fleet.claim()
+            claim_one(fleet)
         with pytest.raises(FleetStoreError):  # the parent class is enough to stop on
             fleet.status()
 
@@ -185,7 +186,7 @@ def test_a_corrupt_key_gives_an_error_naming_it(
     fleet.push([Entry("h", b"1")])
     damage(raw, f"{prefix}:{key}")  # type: ignore[operator]
     with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:{key} .*{message}"):
-        fleet.claim()
+        claim_one(fleet)
 
 
 def test_a_lease_of_a_corrupt_score_gives_an_error_naming_it(
@@ -195,7 +196,7 @@ def test_a_lease_of_a_corrupt_score_gives_an_error_naming_it(
     another key's name: the error names the lease."""
     fleet = worker(server.url, prefix)
     fleet.push([Entry("h", b"1")])
-    claim = fleet.claim()
+    claim = claim_one(fleet)
     assert isinstance(claim, Claim)
     lease = f"{prefix}:l:{claim.lease}"
     raw.hset(lease, "s", "soon")
@@ -221,7 +222,7 @@ def test_a_count_of_queued_requests_that_no_queue_holds_is_an_error_not_a_hang(
     fleet.push([Entry("h", b"1"), Entry("h", b"2")])
     damage(raw, prefix)  # type: ignore[operator]
     with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:n counts 2 queued requests"):
-        fleet.claim()
+        claim_one(fleet)
 
 
 @pytest.mark.parametrize("value", ["many", "inf", "nan"])
@@ -252,7 +253,7 @@ def test_a_corrupt_turn_gives_an_error_naming_the_key(
     number stops the feedback with an error that names the key, untouched."""
     fleet = worker(server.url, prefix)
     fleet.push([Entry("h", b"1")])
-    claim = fleet.claim()
+    claim = claim_one(fleet)
     assert isinstance(claim, Claim)
     raw.hset(f"{prefix}:h:h", mapping={"tw": "someone", "tu": "soon"})
     with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h .*field tu is not a number"):
@@ -265,13 +266,13 @@ def test_a_corrupt_host_state_gives_an_error_naming_the_key(
 ) -> None:
     fleet = worker(server.url, prefix)
     fleet.push([Entry("h", b"1")])
-    claim = fleet.claim()
+    claim = claim_one(fleet)
     assert isinstance(claim, Claim)
     fleet.finish(claim, status=200, latency=0.01)
     raw.hset(f"{prefix}:h:h", "st", "{not json")
     raw.hincrby(f"{prefix}:h:h", "v", 1)
     fleet.push([Entry("h", b"2")])
-    again = fleet.claim()
+    again = claim_one(fleet)
     assert isinstance(again, Claim)
     with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h holds a state that cannot"):
         fleet.finish(again, status=200, latency=0.01)
@@ -280,7 +281,7 @@ def test_a_corrupt_host_state_gives_an_error_naming_the_key(
     raw.hset(f"{prefix}:h:h", "fl", 0)
     fleet = worker(server.url, prefix)  # the first one's answer waits still, failing
     fleet.push([Entry("h", b"3")])
-    third = fleet.claim()  # reads the state again
+    third = claim_one(fleet)  # reads the state again
     assert isinstance(third, Claim)
     with pytest.raises(FleetStoreError, match=f"{prefix}:h:h .*concurrency=-3"):
         fleet.finish(third, status=200, latency=0.01)
@@ -289,13 +290,13 @@ def test_a_corrupt_host_state_gives_an_error_naming_the_key(
 def _corrupt_state_seen(fleet: FleetFrontier[bytes], raw: redis.Redis, prefix: str) -> Claim[bytes]:
     """A claim of host b whose reply carried a state that cannot be read."""
     fleet.push([Entry("b", b"1")])
-    first = fleet.claim()
+    first = claim_one(fleet)
     assert isinstance(first, Claim)
     fleet.finish(first, status=200, latency=0.01, done=True)
     raw.hset(f"{prefix}:h:b", "st", "{not json")
     raw.hincrby(f"{prefix}:h:b", "v", 1)
     fleet.push([Entry("b", b"2")])
-    again = fleet.claim()  # reads the state again
+    again = claim_one(fleet)  # reads the state again
     assert isinstance(again, Claim)
     return again
 
@@ -307,7 +308,7 @@ def test_a_call_that_fails_before_its_script_keeps_what_it_carried(
     child waits still, and its parent's lease done never goes without it."""
     fleet = worker(server.url, prefix)
     fleet.push([Entry("a", b"parent")])
-    parent = fleet.claim()
+    parent = claim_one(fleet)
     assert isinstance(parent, Claim)
     broken = _corrupt_state_seen(fleet, raw, prefix)
     fleet.push_later([Entry("a", b"child")], lambda results: None)
@@ -331,7 +332,7 @@ def test_no_lease_done_goes_after_a_call_that_lost_its_pushes(
     to be queued again when the lease expires, children and all."""
     fleet = worker(server.url, prefix)
     fleet.push([Entry("a", b"parent")])
-    parent = fleet.claim()
+    parent = claim_one(fleet)
     assert isinstance(parent, Claim)
     queued = raw.get(f"{prefix}:n")
     raw.delete(f"{prefix}:n")
@@ -364,13 +365,13 @@ def test_a_state_the_controller_cannot_restore_gives_an_error_naming_the_key(
 ) -> None:
     fleet = worker(server.url, prefix)
     fleet.push([Entry("h", b"1")])
-    claim = fleet.claim()
+    claim = claim_one(fleet)
     assert isinstance(claim, Claim)
     fleet.finish(claim, status=200, latency=0.01, done=True)
     raw.hset(f"{prefix}:h:h", "st", state)
     raw.hincrby(f"{prefix}:h:h", "v", 1)
     fleet.push([Entry("h", b"2")])
-    again = fleet.claim()  # reads the state again
+    again = claim_one(fleet)  # reads the state again
     assert isinstance(again, Claim)
     assert fleet.controller("h") is None  # for stats and events: nothing to show
     with pytest.raises(FleetStoreError, match=f"Redis key {prefix}:h:h holds a state that cannot"):
@@ -394,7 +395,7 @@ def test_scripts_lost_by_redis_are_loaded_again(
     fleet.push([Entry("h", b"1")])
     raw.script_flush()
     before = fleet.counters.round_trips
-    claim = fleet.claim()
+    claim = claim_one(fleet)
     assert isinstance(claim, Claim)
     assert fleet.counters.round_trips == before + 3
     fleet.finish(claim, status=200, latency=0.01, done=True)
@@ -404,7 +405,7 @@ def test_scripts_lost_by_redis_are_loaded_again(
     assert fleet.counters.round_trips == before + 7  # the push script too, once
     assert fleet.status().queued == 1
     assert fleet.counters.round_trips == before + 10
-    again = fleet.claim()
+    again = claim_one(fleet)
     assert isinstance(again, Claim)
     assert fleet.counters.round_trips == before + 11
 
@@ -412,13 +413,13 @@ def test_scripts_lost_by_redis_are_loaded_again(
 _WORKER = """
 import sys, time
 from scrapy_aimd.core.controller import ControllerConfig
-from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier
+from scrapy_aimd.fleet import Fleet, FleetFrontier
 url, prefix = sys.argv[1], sys.argv[2]
 cfg = ControllerConfig(adaptive=False, max_concurrency=4)
 worker = FleetFrontier(Fleet(url, prefix), encode=bytes, decode=bytes,
                        config=lambda host: cfg, lease_time=1.0)
-held = [worker.claim() for _ in range(3)]
-assert all(isinstance(claim, Claim) for claim in held), held
+held = worker.claim_many(3)
+assert isinstance(held, list) and len(held) == 3, held
 print(" ".join(claim.item.decode() for claim in held), flush=True)
 time.sleep(60)
 """
@@ -447,7 +448,7 @@ def test_kill_9_of_a_worker_loses_none_of_its_requests(server: RedisServer, pref
     fetched: list[bytes] = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        claim = survivor.claim()
+        claim = claim_one(survivor)
         if isinstance(claim, Claim):
             fetched.append(claim.item)
             survivor.finish(claim, status=200, latency=0.001, done=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from fleet_probe import claim_one, host_view
 from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
@@ -66,14 +67,14 @@ def test_giving_up_drains_the_hosts_queue_and_keeps_the_fleets_counts(
 ) -> None:
     a, b = frontier(), frontier()
     a.push([Item("bad", b"b%d" % n) for n in range(4)] + [Item("good", b"g0")])
-    leased = a.claim()  # "bad" sorts first among hosts ready at once
+    leased = claim_one(a)  # "bad" sorts first among hosts ready at once
     assert isinstance(leased, Claim) and leased.host == "bad"
 
     assert a.give_up("bad") == (True, 3)
     assert a.take_gave_up() == [("bad", b"b1"), ("bad", b"b2"), ("bad", b"b3")]
     status = a.status()
     assert (status.queued, status.leased) == (1, 1)  # good's one, bad's lease stays
-    bad, good = a.host("bad"), a.host("good")
+    bad, good = host_view(a, "bad"), host_view(a, "good")
     assert bad is not None and bad.queued == 0 and bad.in_flight == 1
     assert good is not None and good.queued == 1
     assert raw.zrange(f"{prefix}:hosts", 0, -1) == [b"good"]
@@ -96,7 +97,7 @@ def test_giving_up_drains_the_hosts_queue_and_keeps_the_fleets_counts(
     assert b.take_gave_up() == [("bad", b"b0")]
     status = b.status()
     assert (status.queued, status.leased) == (2 - len(claims), len(claims))
-    bad = b.host("bad")
+    bad = host_view(b, "bad")
     assert bad is not None and bad.queued == 0 and bad.in_flight == 0
     assert raw.zscore(f"{prefix}:hosts", "bad") is None
 
@@ -164,7 +165,7 @@ def test_the_first_worker_whose_budget_runs_out_gives_the_host_up_fleet_wide(
     assert a.stats.get_value("aimd/host_gave_up/requests") == 2
     assert caplog.text.count("Giving up on bad.test") == 1
     assert a.frontier is not None
-    host = a.frontier.host("bad.test")
+    host = host_view(a.frontier, "bad.test")
     assert host is not None and host.queued == 0
 
     # A refused request queued again here, and a new one from another worker: both
@@ -199,7 +200,7 @@ def test_a_budget_of_zero_never_gives_up_in_a_fleet(
     assert not a.stats.get_value("aimd/host_gave_up/requests")
     assert not raw.exists(f"{prefix}:gaveup")
     assert a.frontier is not None
-    host = a.frontier.host("bad.test")
+    host = host_view(a.frontier, "bad.test")
     assert host is not None and host.queued == 2
 
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import redis
+from fleet_probe import claim_one, host_view
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item
+from scrapy_aimd.fleet.host_state import decode_state, decode_tickets
 from scrapy_aimd.fleet.redis_store import read_claim_reply
-from scrapy_aimd.fleet.rules import decode_state, decode_tickets
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -53,7 +54,7 @@ def claim(worker: FleetFrontier[bytes]) -> Claim[bytes]:
     """The next claim, waiting (at most 5 s) for the host's gap."""
     deadline = time.monotonic() + 5.0
     while True:
-        got = worker.claim()
+        got = claim_one(worker)
         if isinstance(got, Claim):
             return got
         assert time.monotonic() < deadline, got
@@ -153,7 +154,7 @@ def test_a_stale_controller_is_reloaded_as_a_fresh_load_would_be(
     at = got.started + 0.004
     reaction = a.finish(got, status=200, latency=0.004, now=at, done=True)
     assert reaction == expected.finish(ticket, at, 200, latency=0.004)
-    view = a.host("h")
+    view = host_view(a, "h")
     assert view is not None
     assert (view.delay, view.concurrency) == (expected.delay, expected.concurrency)
     assert a.counters.conflicts == 0 and a.state_reads == 0

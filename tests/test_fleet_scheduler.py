@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fleet_probe import claim_one, host_view
 from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 from scrapy import Request, signals
@@ -58,7 +59,7 @@ def test_a_leftover_claim_of_a_host_paused_since_is_given_back(worker: Workers) 
     assert scheduler.next_request() is None
     assert not scheduler.claimed
     assert list(scheduler.claims) == [first]
-    host = scheduler.frontier.host("h.test") if scheduler.frontier else None
+    host = host_view(scheduler.frontier, "h.test") if scheduler.frontier else None
     assert host is not None and host.queued == 3 and host.in_flight == 0  # its place freed
 
 
@@ -104,7 +105,7 @@ def test_a_request_on_a_new_connection_counts_its_hosts_gap_from_its_response(
     answered_at = scheduler.fleet.now()
     answer(scheduler, request, 200)
     scheduler.frontier.flush()
-    wait = other.frontier.claim() if other.frontier is not None else None
+    wait = claim_one(other.frontier) if other.frontier is not None else None
     assert isinstance(wait, Wait) and wait.queued == 1, wait  # the other request waits
     assert wait.ready_at >= answered_at + gap - 0.001, (
         f"the next start {wait.ready_at - answered_at:.3f} s after the response"
@@ -180,7 +181,7 @@ def test_a_users_slot_keeps_the_largest_crawl_delay_of_its_hosts(worker: Workers
         )
     for name in ("a", "b"):
         scheduler.enqueue_request(Request(f"http://{name}.test/", meta={"download_slot": "group"}))
-    group = scheduler.frontier.host("group")
+    group = host_view(scheduler.frontier, "group")
     assert group is not None and group.delay == pytest.approx(crawl_delay_floor(0.5))
 
 
@@ -236,7 +237,7 @@ def test_what_comes_after_a_claim_waits_its_own_flush_time(worker: Workers) -> N
     time.sleep(FLUSH_AFTER)
     scheduler._flush_waiting()  # fired at its due time: sent
     assert not frontier.waiting
-    host = frontier.host("h.test")
+    host = host_view(frontier, "h.test")
     # Stored: its place freed (the three claimed with it hold theirs).
     assert host is not None and host.version == 1 and host.in_flight == 3
 
@@ -266,7 +267,7 @@ def test_after_a_claim_that_ran_out_the_next_ask_costs_no_round_trip(worker: Wor
     second = scheduler.next_request()
     assert second is not None and second is not first
     assert scheduler.fleet.counters.round_trips == trips + 1
-    host = frontier.host("h.test")
+    host = host_view(frontier, "h.test")
     assert host is not None and host.in_flight == 1 and host.queued == 1
 
 
@@ -289,7 +290,7 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
 ) -> None:
     """A silent wait for a dead worker's leases looks like a hang: after
     LEASE_WAIT_QUIET of it the worker says what it waits for, again every
-    LEASE_WAIT_EVERY, and says when expired leases come back."""
+    LEASE_WAIT_EVERY, and says when expired or dead workers' leases come back."""
     scheduler = worker()
     now = [100.0]
     scheduler.clock = lambda: now[0]
@@ -311,8 +312,7 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
         scheduler._log_lease_wait(status())
         assert said() == [
             "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
-            "(a dead worker's come back when their leases expire, within DOWNLOAD_TIMEOUT "
-            "and a margin)"
+            "(a dead worker's leases come back once its heartbeat expires, within 3s)"
         ]
         now[0] += LEASE_WAIT_EVERY - 0.1
         scheduler._log_lease_wait(status())
@@ -320,11 +320,10 @@ def test_a_wait_for_other_workers_leases_is_said_and_their_return(
         now[0] += 0.1
         scheduler._log_lease_wait(status(reaped=2))
         assert said() == [
-            "2 expired leases of other workers came back to the queues (a worker died or "
+            "2 leases of other workers came back to the queues (a worker died or "
             "stalled: their requests are fetched again)",
             "Nothing queued fleet-wide: waiting for 3 requests leased by other workers "
-            "(a dead worker's come back when their leases expire, within DOWNLOAD_TIMEOUT "
-            "and a margin)",
+            "(a dead worker's leases come back once its heartbeat expires, within 3s)",
         ]
         # Work queued again ends the wait; a new one is quiet at first.
         scheduler._log_lease_wait(status(queued=2, reaped=2))

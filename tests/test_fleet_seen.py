@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 
 import pytest
 import redis
+from fleet_probe import claim_one
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig
@@ -20,23 +21,38 @@ server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
 
 
-def test_add_says_which_keys_were_new_in_one_round_trip(server: RedisServer, prefix: str) -> None:
+def worker_of(fleet: Fleet) -> FleetFrontier[bytes]:
+    return FleetFrontier(
+        fleet, encode=bytes, decode=bytes, config=lambda h: ControllerConfig(), lease_time=30.0
+    )
+
+
+def test_a_push_says_which_keys_were_new_in_one_round_trip(
+    server: RedisServer, prefix: str
+) -> None:
     fleet = Fleet(server.url, prefix)
-    seen = FleetSeenSet(fleet)
+    worker = worker_of(fleet)
     keys = [0, 1, 2**64 - 1, 2**63, 12345678901234567890, 1]
     before = fleet.counters.round_trips
-    assert seen.add(keys) == [True, True, True, True, True, False]
+    assert worker.push([Item("h", b"%d" % n, key=k) for n, k in enumerate(keys)]) == [
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
     assert fleet.counters.round_trips == before + 1
-    assert seen.add([2**64 - 1, 7]) == [False, True]
-    assert len(seen) == 6
+    assert worker.push([Item("h", b"x", key=2**64 - 1), Item("h", b"y", key=7)]) == [False, True]
+    assert len(FleetSeenSet(fleet)) == 6
     with pytest.raises(ValueError, match="unsigned 64-bit"):
-        seen.add([2**64])
+        FleetSeenSet(fleet).bucket_and_member(2**64)
 
 
 def test_two_workers_share_the_set(server: RedisServer, prefix: str) -> None:
-    a, b = FleetSeenSet(Fleet(server.url, prefix)), FleetSeenSet(Fleet(server.url, prefix))
-    assert a.add([10, 20]) == [True, True]
-    assert b.add([20, 30]) == [False, True]
+    a, b = worker_of(Fleet(server.url, prefix)), worker_of(Fleet(server.url, prefix))
+    assert a.push([Item("h", b"10", key=10), Item("h", b"20", key=20)]) == [True, True]
+    assert b.push([Item("h", b"20", key=20), Item("h", b"30", key=30)]) == [False, True]
 
 
 def test_buckets_stay_intsets_at_8_bytes_a_key(server: RedisServer, prefix: str) -> None:
@@ -44,7 +60,8 @@ def test_buckets_stay_intsets_at_8_bytes_a_key(server: RedisServer, prefix: str)
     seen = FleetSeenSet(fleet)
     assert seen.capacity == 256 * 512  # Redis's default set-max-intset-entries
     rng = random.Random(5)
-    seen.add([rng.getrandbits(64) for _ in range(50_000)])
+    worker = worker_of(fleet)
+    worker.push([Item("h", b"", key=rng.getrandbits(64)) for _ in range(50_000)])
     client = redis.Redis.from_url(server.url)
     buckets = [f"{prefix}:s:{b:x}" for b in range(256)]
     assert {client.object("encoding", key) for key in buckets} == {b"intset"}
@@ -91,7 +108,7 @@ def test_nothing_queued_or_leased_fleet_wide_is_one_round_trip(
     assert status.idle_for >= 0.09  # a new fleet is idle from its creation
     worker.push([Item("h", b"1")])
     assert worker.status().idle_for == 0.0
-    claim = worker.claim()
+    claim = claim_one(worker)
     assert isinstance(claim, Claim)
     assert worker.status().idle_for == 0.0
     worker.finish(claim, status=200, latency=0.01, done=True)
@@ -129,7 +146,7 @@ def test_three_workers_claim_each_request_once_and_keep_every_host_limit(
             )
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
-                claim = frontier.claim()
+                claim = claim_one(frontier)
                 if not isinstance(claim, Claim):
                     if claim.queued == 0 and claim.leased == 0:
                         return

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from fleet_probe import claim_one, host_view, report_sent
 from hypothesis import given
 from hypothesis import strategies as st
 from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
@@ -35,8 +36,8 @@ from scrapy_aimd.fleet import (
     redis_store,
 )
 from scrapy_aimd.fleet.connection import clear_fleet
+from scrapy_aimd.fleet.host_state import Replica, limits_of
 from scrapy_aimd.fleet.redis_store import read_claim_reply, sort_score, unpack_fields
-from scrapy_aimd.fleet.rules import Replica, limits_of
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -52,8 +53,10 @@ def frontier(server: RedisServer, prefix: str) -> Iterator[Frontiers]:
     """Workers of one fleet: each call connects another."""
     made: list[Fleet] = []
 
-    def make(cfg: ControllerConfig = FAST, lease_time: float = 30.0) -> FleetFrontier[bytes]:
-        fleet = Fleet(server.url, prefix)
+    def make(
+        cfg: ControllerConfig = FAST, lease_time: float = 30.0, heartbeat: float = 3.0
+    ) -> FleetFrontier[bytes]:
+        fleet = Fleet(server.url, prefix, heartbeat=heartbeat)
         made.append(fleet)
         return FleetFrontier(
             fleet, encode=bytes, decode=bytes, config=lambda host: cfg, lease_time=lease_time
@@ -68,7 +71,7 @@ def claim_now(frontier: FleetFrontier[bytes], timeout: float = 5.0) -> Claim[byt
     """The next claim, waiting (bounded) for a host to become ready."""
     deadline = time.monotonic() + timeout
     while True:
-        claim = frontier.claim()
+        claim = claim_one(frontier)
         if isinstance(claim, Claim):
             return claim
         assert time.monotonic() < deadline, f"nothing claimable: {claim}"
@@ -100,26 +103,26 @@ def test_a_host_hands_out_by_priority_then_depth_then_arrival(frontier: Frontier
         order.append(claim.item)
         worker.finish(claim, status=200, latency=0.001, done=True)
     assert order == [b"urgent", b"late-shallow", b"shallow", b"mid", b"deep"]
-    assert worker.claim() == Wait(ready_at=float("inf"), now=pytest.approx(time.time(), abs=60),
+    assert claim_one(worker) == Wait(ready_at=float("inf"), now=pytest.approx(time.time(), abs=60),
                                   queued=0, leased=0)  # fmt: skip
 
 
 def test_a_busy_host_never_blocks_another(frontier: Frontiers) -> None:
     worker = frontier(ControllerConfig(max_concurrency=1, adaptive=False))
     worker.push([Item("busy", b"b1"), Item("busy", b"b2"), Item("free", b"f1")])
-    first = worker.claim()
+    first = claim_one(worker)
     assert isinstance(first, Claim)
-    second = worker.claim()
+    second = claim_one(worker)
     assert isinstance(second, Claim)
     assert {first.host, second.host} == {"busy", "free"}
     # busy is at its limit: nothing claimable, and it waits on a place, not a time.
-    third = worker.claim()
+    third = claim_one(worker)
     assert isinstance(third, Wait)
     assert third.ready_at == float("inf")
     assert (third.queued, third.leased) == (1, 2)
     busy = first if first.host == "busy" else second
     worker.finish(busy, status=200, latency=0.001)
-    again = worker.claim()
+    again = claim_one(worker)
     assert isinstance(again, Claim)
     assert again.item == b"b2"
 
@@ -138,13 +141,13 @@ def test_the_gap_and_a_pause_hold_only_their_host(frontier: Frontiers) -> None:
         if claim is not paused:
             worker.finish(claim, status=200, latency=0.001, done=True)
     # The gap (0.3 s) holds slow and other; the pause holds paused for 2 s.
-    wait = worker.claim()
+    wait = claim_one(worker)
     assert isinstance(wait, Wait)
     assert wait.ready_at == pytest.approx(min(c.started for c in claims) + 0.3, abs=0.05)
     later = [claim_now(worker), claim_now(worker)]
     assert sorted(c.host for c in later) == ["other", "slow"]
     assert later[0].started >= min(c.started for c in claims) + 0.3 - 1e-6
-    view = worker.host("paused")
+    view = host_view(worker, "paused")
     assert view is not None
     assert view.paused_until == pytest.approx(paused.started + 2.0, abs=0.5)
     assert view.queued == 1
@@ -164,7 +167,7 @@ def test_feedback_is_one_round_trip_and_a_claim_one(
     claim_now(worker)  # scripts loaded, host states cached
     for _ in range(10):
         client_before, server_before = worker.counters.round_trips, evalsha_calls()
-        claim = worker.claim()
+        claim = claim_one(worker)
         assert isinstance(claim, Claim)
         assert (worker.counters.round_trips, evalsha_calls()) == (
             client_before + 1,
@@ -207,7 +210,7 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     worker.push_later([Item("d", b"d1", key=5), Item("d", b"d2", key=5)], pushed.append)
     assert worker.waiting and told == [] and pushed == []
     assert (worker.counters.round_trips, evalsha_calls()) == before  # nothing sent yet
-    view = other.host(first.host)
+    view = host_view(other, first.host)
     assert view is not None and view.in_flight == 1  # not stored yet: its place is taken
     server_before = evalsha_calls()
     third = claim_now(worker)
@@ -216,7 +219,7 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     assert not worker.waiting
     assert told == [expected]
     assert pushed == [[True, False]]  # queued in the same script, the repeat seen
-    view = other.host(first.host)
+    view = host_view(other, first.host)
     assert view is not None and view.in_flight == 0 and view.version == 1
     assert worker.status().leased == 2  # the first's lease went with its answer
     # The second's send was told: its host's next start counts from it, a gap
@@ -224,7 +227,7 @@ def test_answers_sends_and_leases_done_go_with_the_next_claim(
     ready = max(second.started + 0.3, sent_at + 0.22)
     assert ready < second.started + 0.4 - 0.02, "too slow to tell one gap from two"
     time.sleep(max(0.0, ready - other.fleet.now()))
-    later = [other.claim(), other.claim(), other.claim()]
+    later = [claim_one(other), claim_one(other), claim_one(other)]
     assert all(isinstance(c, Claim) for c in later), later
     assert sorted(c.host for c in later if isinstance(c, Claim)) == ["a", "b", "d"]
 
@@ -275,7 +278,7 @@ def test_answers_of_a_host_carried_together_lose_their_race_together(
     assert a.counters.round_trips == before + 2  # both again, in one call
     assert not a.waiting
     assert len(told) == 2 and all(t is not None for t in told)
-    view = a.host("h")
+    view = host_view(a, "h")
     assert view is not None
     assert (view.in_flight, view.version) == (0, 3)
     assert a.status().leased == 1  # the first's lease stays until done
@@ -289,11 +292,11 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     # The limit starts at 1: grow it to 2 with good answers (slow start needs
     # a round that used the limit, so it may take more than one).
     for _ in range(10):
-        view = a.host("h")
+        view = host_view(a, "h")
         if view is not None and view.concurrency >= 2:
             break
         a.finish(claim_now(a), status=200, latency=0.001, done=True)
-    view = a.host("h")
+    view = host_view(a, "h")
     assert view is not None and view.concurrency >= 2, view
     version = view.version
     claim_a, claim_b = claim_now(a), claim_now(b)
@@ -307,7 +310,7 @@ def test_a_feedback_that_lost_a_race_retries_on_the_new_state(frontier: Frontier
     assert a.counters.round_trips == before + 2 and not a.waiting
     assert told is not None and told.decreased
     assert (a.contention.told_early, a.contention.told_changed) == (1, 0)
-    view = a.host("h")
+    view = host_view(a, "h")
     assert view is not None
     assert view.version == version + 2
     assert view.concurrency == 1  # the 503 was applied on b's state (limit 2), halved
@@ -323,14 +326,14 @@ def test_an_answer_goes_before_the_starts_claimed_after_its_time(frontier: Front
     a.push([Item("h", str(n).encode()) for n in range(12)])
     local = HostController(FAST)
     for _ in range(10):  # grow the limit to 2 or more, as the local controller
-        view = a.host("h")
+        view = host_view(a, "h")
         if view is not None and view.concurrency >= 2:
             break
         claim = claim_now(a)
         at = claim.started + 0.001
         local.finish(local.start(claim.started), at, 200, latency=0.001)
         a.finish(claim, status=200, latency=0.001, now=at, done=True)
-    assert local.concurrency == a.host("h").concurrency >= 2  # type: ignore[union-attr]
+    assert local.concurrency == host_view(a, "h").concurrency >= 2  # type: ignore[union-attr]
     first = claim_now(a)
     time.sleep(0.01)
     second = claim_now(b)
@@ -346,7 +349,7 @@ def test_an_answer_goes_before_the_starts_claimed_after_its_time(frontier: Front
     expected = local.finish(tickets[1], at, 503, latency=0.001)
     got = b.finish(second, status=503, latency=0.001, now=at, done=True)
     assert got == expected and got is not None and got.decreased  # a round of its own
-    view = b.host("h")
+    view = host_view(b, "h")
     assert view is not None
     assert (view.delay, view.concurrency) == (local.delay, local.concurrency)
 
@@ -386,7 +389,7 @@ def _drive(
         claims = [(worker, claim_now(worker))]
         while len(claims) < len(pending):
             worker = next(turn)
-            more = worker.claim()
+            more = claim_one(worker)
             if not isinstance(more, Claim):
                 break
             claims.append((worker, more))
@@ -400,7 +403,7 @@ def _drive(
             event = pending.pop(0)
             now += 0.004
             got, expected = _answer(worker, local, claim, ticket, event, now)
-            view = worker.host("h")
+            view = host_view(worker, "h")
             assert view is not None
             fleet = (view.delay, view.concurrency, view.paused_until, got)
             if fleet != (local.spacing, local.concurrency, local.paused_until, expected):
@@ -494,7 +497,7 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     assert claim.expires == pytest.approx(claim.started + 0.3)
     # The worker dies without feedback. Its place is taken (limit 1) until expiry.
     survivor = frontier(FAST, lease_time=30.0)
-    waiting = survivor.claim()
+    waiting = claim_one(survivor)
     assert isinstance(waiting, Wait)
     assert waiting.leased == 1
     time.sleep(0.4)
@@ -509,9 +512,68 @@ def test_a_lease_never_acked_comes_back_after_it_expires(frontier: Frontiers) ->
     assert dead.counters.late_feedback == 1 and not dead.waiting
     last = claim_now(survivor)
     assert last.item == b"next"
-    view = survivor.host("h")
+    view = host_view(survivor, "h")
     assert view is not None
     assert view.in_flight == 1
+
+
+def test_a_dead_workers_leases_come_back_once_its_heartbeat_expires(
+    frontier: Frontiers,
+) -> None:
+    """A lease holds 30 s, the heartbeat 0.3 s: once the worker stops beating,
+    another worker's next claim takes its leases back at once, their requests
+    to the queue and their places freed."""
+    dead = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    dead.push([Item("h", b"held"), Item("h", b"next")])
+    claims = dead.claim_many(1)
+    assert isinstance(claims, list) and [c.item for c in claims] == [b"held"]
+    survivor = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    waiting = survivor.claim_many(1)
+    assert isinstance(waiting, Wait) and waiting.leased == 1  # limit 1: its place is taken
+    time.sleep(0.4)  # the dead worker renews nothing; the survivor's claims beat
+    back = survivor.claim_many(1)
+    assert isinstance(back, list) and [c.item for c in back] == [b"held"]
+    assert survivor.counters.reaped == 1
+    assert back[0].lease != claims[0].lease
+    # The dead worker's late answer touches nothing of the lease that came back.
+    dead.finish(claims[0], status=200, latency=0.001, done=True)
+    dead.flush()
+    assert dead.counters.late_feedback == 1
+
+
+def test_a_live_worker_keeps_its_leases_past_its_heartbeat(frontier: Frontiers) -> None:
+    """A worker that beats (its timer, or its claims) keeps its leases for as long
+    as they hold: the lease, not the heartbeat, bounds a live worker."""
+    live = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    live.push([Item("h", b"held"), Item("h", b"next")])
+    claims = live.claim_many(1)
+    assert isinstance(claims, list)
+    other = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
+    for _ in range(4):
+        time.sleep(0.15)
+        live.fleet.beat()
+        assert isinstance(other.claim_many(1), Wait)
+    assert other.counters.reaped == 0
+    # A worker that closes ends its heartbeat: nothing of it is reaped after.
+    live.finish(claims[0], status=200, latency=0.001, done=True)
+    live.fleet.beat(alive=False)
+    assert live.fleet.redis.exists(live.fleet.key(f"hb:{live.fleet.token}")) == 0
+    assert not live.fleet.redis.sismember(live.fleet.key("workers"), live.fleet.token)
+
+
+def test_a_dead_workers_robots_lock_goes_with_its_hold(frontier: Frontiers) -> None:
+    """A dead worker's robots.txt hold comes back with its heartbeat, and so does
+    the origin's lock: another worker fetches it, not after the lease."""
+    dead = frontier(FAST, lease_time=30.0, heartbeat=0.3)
+    held = dead.hold("h", b"robots", "http://h")
+    assert isinstance(held, Claim)
+    survivor = frontier(FAST, lease_time=30.0, heartbeat=0.3)
+    assert isinstance(survivor.hold("h", b"robots", "http://h"), Wait)  # locked
+    time.sleep(0.4)
+    assert isinstance(survivor.claim_many(1), Wait)  # nothing queued; the dead reaped
+    again = survivor.hold("h", b"robots", "http://h")
+    assert isinstance(again, Claim)
+    assert survivor.fleet.redis.zcard(survivor.fleet.key("leases")) == 1
 
 
 def stale_and_live(
@@ -536,13 +598,13 @@ def stale_and_live(
 def test_a_stale_workers_done_leaves_the_new_lease_and_its_place(frontier: Frontiers) -> None:
     stale, old, live, new = stale_and_live(frontier, answered=True)
     assert stale.done([old.lease]) == 0
-    view = live.host("h")
+    view = host_view(live, "h")
     assert view is not None and view.in_flight == 1
     assert live.status().leased == 1
     # B's lease still holds the request: its answer is applied and frees the place.
     reaction = live.finish(new, status=200, latency=0.001, done=True)
     assert reaction is not None and live.counters.late_feedback == 0
-    assert live.host("h").in_flight == 0  # type: ignore[union-attr]
+    assert host_view(live, "h").in_flight == 0  # type: ignore[union-attr]
     assert live.status().leased == 0
 
 
@@ -554,7 +616,7 @@ def test_a_429_after_a_stale_workers_done_is_applied_and_requeued(frontier: Fron
     assert reaction is not None, "the live lease's answer was taken for a late one"
     assert reaction.decreased and reaction.refused
     assert live.counters.late_feedback == 0
-    assert live.host("h").in_flight == 0  # type: ignore[union-attr]
+    assert host_view(live, "h").in_flight == 0  # type: ignore[union-attr]
 
 
 def test_a_stale_workers_give_back_leaves_a_request_another_holds(frontier: Frontiers) -> None:
@@ -562,10 +624,10 @@ def test_a_stale_workers_give_back_leaves_a_request_another_holds(frontier: Fron
     assert stale.give_back([old.lease]) == 0
     status = live.status()
     assert (status.queued, status.leased) == (0, 1)
-    view = live.host("h")
+    view = host_view(live, "h")
     assert view is not None and view.in_flight == 1
     other = frontier(SMALL)
-    assert isinstance(other.claim(), Wait)  # nothing to fetch twice
+    assert isinstance(claim_one(other), Wait)  # nothing to fetch twice
 
 
 def test_a_stale_workers_late_answer_and_send_leave_the_new_lease(frontier: Frontiers) -> None:
@@ -576,7 +638,7 @@ def test_a_stale_workers_late_answer_and_send_leave_the_new_lease(frontier: Fron
     stale.fail(old, timeout=False, done=True)
     stale.flush()  # it lost its race to B's claim: it goes again
     assert stale.counters.late_feedback == 1 and not stale.waiting
-    assert live.host("h").in_flight == 1  # type: ignore[union-attr]
+    assert host_view(live, "h").in_flight == 1  # type: ignore[union-attr]
     assert live.status().leased == 1
     reaction = live.finish(new, status=429, latency=0.001, done=True)
     assert reaction is not None and reaction.decreased
@@ -592,12 +654,12 @@ def test_a_hold_takes_a_place_on_its_host_fleet_wide(frontier: Frontiers) -> Non
     assert isinstance(robots, Claim) and robots.item == "robots.txt"
     assert robots.expires == pytest.approx(robots.started + 30.0)
     other.push([Item("h", b"page")])
-    waiting = other.claim()
+    waiting = claim_one(other)
     assert isinstance(waiting, Wait) and waiting.leased == 1  # the limit starts at 1
     assert isinstance(keeper.hold("h", "again"), Wait)
     reaction = keeper.finish(robots, status=404, latency=0.002, done=True, page=False)
     assert reaction is not None and not reaction.throttled
-    view = other.host("h")
+    view = host_view(other, "h")
     assert view is not None
     assert (view.in_flight, view.concurrency, view.delay) == (0, 1, 0.0)
     assert claim_now(other).item == b"page"
@@ -610,10 +672,10 @@ def test_a_throttled_hold_slows_its_host_down(frontier: Frontiers) -> None:
     assert isinstance(robots, Claim)
     reaction = keeper.finish(robots, status=503, latency=0.002, done=True, page=False)
     assert reaction is not None and reaction.decreased
-    view = other.host("h")
-    assert view is not None and view.delay > 0.0
+    view = host_view(other, "h")
+    assert view is not None and view.delay == SMALL.max_delay  # the default 1 s, capped
     other.push([Item("h", b"page")])
-    waiting = other.claim()
+    waiting = claim_one(other)
     assert isinstance(waiting, Wait) and waiting.ready_at > waiting.now
 
 
@@ -622,11 +684,11 @@ def test_an_expired_hold_frees_its_place_and_queues_nothing(frontier: Frontiers)
     assert isinstance(dead.hold("h", "robots.txt"), Claim)
     survivor = frontier(FAST)
     survivor.push([Item("h", b"page")])
-    assert isinstance(survivor.claim(), Wait)
+    assert isinstance(claim_one(survivor), Wait)
     time.sleep(0.4)
     assert claim_now(survivor).item == b"page"  # the claim reaped the hold
     assert survivor.status().queued == 0
-    view = survivor.host("h")
+    view = host_view(survivor, "h")
     assert view is not None and view.in_flight == 1
 
 
@@ -640,7 +702,8 @@ def test_the_fleet_is_idle_from_when_its_last_hold_went(frontier: Frontiers) -> 
     assert isinstance(dead.hold("h", "robots.txt"), Claim)
     assert dead.status().idle_for == 0.0  # a hold is leased: not idle
     time.sleep(0.6)
-    assert dead.reap() == 0  # the hold went; nothing to queue again
+    assert isinstance(claim_one(dead), Wait)  # a claim puts expired leases back first
+    assert dead.counters.reaped == 0  # the hold went; nothing to queue again
     assert dead.status().idle_for < 0.5  # from before the hold: 0.9 s or more
     alive = frontier(FAST)
     hold = alive.hold("g", "robots.txt")
@@ -650,18 +713,21 @@ def test_the_fleet_is_idle_from_when_its_last_hold_went(frontier: Frontiers) -> 
     assert alive.status().idle_for < 0.5
 
 
-def test_reap_puts_back_what_expired_and_counts_it(frontier: Frontiers) -> None:
+def test_a_claim_puts_back_what_expired_and_counts_it(frontier: Frontiers) -> None:
     worker = frontier(ControllerConfig(adaptive=False, max_concurrency=3), lease_time=0.2)
     worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])
     claims = [claim_now(worker) for _ in range(3)]
     assert worker.status().leased == 3
     time.sleep(0.3)
-    assert worker.reap() == 3
+    again = worker.claim_many(3)
+    assert worker.counters.reaped == 3
+    assert isinstance(again, list)
+    assert sorted(claim.item for claim in again) == [b"1", b"2", b"3"]
     status = worker.status()
-    assert (status.queued, status.leased, status.reaped) == (3, 0, 3)
-    assert sorted(claim_now(worker).item for _ in claims) == [b"1", b"2", b"3"]
+    assert (status.queued, status.leased, status.reaped) == (0, 3, 3)
+    assert len(again) == len(claims)
     # Reaping freed their places: taken again now, each host holds what it was given.
-    views = {host: worker.host(host) for host in ("h", "g")}
+    views = {host: host_view(worker, host) for host in ("h", "g")}
     assert {host: view.in_flight for host, view in views.items() if view} == {"h": 2, "g": 1}
 
 
@@ -672,7 +738,7 @@ def test_a_lease_kept_after_feedback_holds_the_fleet_busy_until_done(frontier: F
     worker.finish(claim, status=200, latency=0.001)  # the callback still runs
     status = worker.status()
     assert (status.queued, status.leased, status.idle_for) == (0, 1, 0.0)
-    view = worker.host("h")
+    view = host_view(worker, "h")
     assert view is not None
     assert view.in_flight == 0  # its place is free for the next request
     worker.push([Item("h", b"child")])
@@ -680,7 +746,7 @@ def test_a_lease_kept_after_feedback_holds_the_fleet_busy_until_done(frontier: F
     assert worker.status().idle_for == 0.0
     child = claim_now(worker)
     worker.done([child.lease])  # dropped before its download: frees its place too
-    assert worker.host("h").in_flight == 0  # type: ignore[union-attr]
+    assert host_view(worker, "h").in_flight == 0  # type: ignore[union-attr]
     time.sleep(0.2)
     status = worker.status()
     assert (status.queued, status.leased) == (0, 0)
@@ -693,11 +759,11 @@ def test_a_crawl_delay_set_on_a_host_holds_every_worker(frontier: Frontiers) -> 
     a.push([Item("h", b"1"), Item("h", b"2")])
     a.update_host("h", lambda controller: controller.set_crawl_delay(0.5))
     first = claim_now(b)
-    wait = a.claim()
+    wait = claim_one(a)
     assert isinstance(wait, Wait)
     assert wait.ready_at == pytest.approx(first.started + 0.5)
     b.finish(first, status=200, latency=0.001, done=True)
-    view = a.host("h")
+    view = host_view(a, "h")
     assert view is not None
     assert view.delay == 0.5
     assert view.state is not None
@@ -719,7 +785,7 @@ def test_a_crawl_delay_that_lost_its_race_is_shown_as_it_will_hold(frontier: Fro
     assert changed is not None and changed.delay == 2.0
     known = a.controller("h")
     assert known is not None and known.delay < 2.0  # it lost: stored with the next call
-    view = a.host("h")  # sends what waits first: the Crawl-delay, in the turn its loss took
+    view = host_view(a, "h")  # sends what waits first: the Crawl-delay, in the turn its loss took
     assert view is not None and view.delay == 2.0
     stored = a.update_host("h", lambda controller: controller.set_crawl_delay(3.0))
     assert stored is not None and stored.delay == 3.0 and stored is a.controller("h")
@@ -734,12 +800,15 @@ def test_the_gap_counts_from_the_send_when_a_worker_reports_it(frontier: Frontie
     a.push([Item("h", b"1"), Item("h", b"2")])
     first = claim_now(a)
     time.sleep(0.1)
-    assert a.sent(first)
-    wait = b.claim()
+    report_sent(a, first)
+    wait = claim_one(b)
     assert isinstance(wait, Wait)
     assert wait.ready_at >= first.started + 0.5 + 0.09
     a.finish(first, status=200, latency=0.001, done=True)
-    assert not a.sent(first)  # its place is free: nothing to move
+    view = host_view(a, "h")
+    assert view is not None
+    report_sent(a, first)  # its place is free: nothing to move
+    assert host_view(a, "h") == view
 
 
 def test_the_next_start_of_a_host_with_a_gap_waits_for_the_send(frontier: Frontiers) -> None:
@@ -750,14 +819,14 @@ def test_the_next_start_of_a_host_with_a_gap_waits_for_the_send(frontier: Fronti
     a, b = frontier(gapped), frontier(gapped)
     a.push([Item("h", b"1"), Item("h", b"2"), Item("h", b"3")])
     first = claim_now(a)
-    wait = b.claim()
+    wait = claim_one(b)
     assert isinstance(wait, Wait)
     assert wait.ready_at == pytest.approx(first.started + 0.6)  # no word of the send yet
     time.sleep(0.35)
-    assert isinstance(b.claim(), Wait)  # past the gap, but the first is not sent
-    assert a.sent(first)
+    assert isinstance(claim_one(b), Wait)  # past the gap, but the first is not sent
+    report_sent(a, first)
     sent_at = a.fleet.now()
-    wait = b.claim()
+    wait = claim_one(b)
     assert isinstance(wait, Wait)
     assert sent_at + 0.3 - 0.02 <= wait.ready_at <= sent_at + 0.3 + 0.02
     second = claim_now(b)
@@ -826,7 +895,7 @@ def test_a_request_that_cannot_be_serialized_stays_with_the_caller(
 
 def test_scrapy_requests_go_through_the_jobdir_codec(server: RedisServer, prefix: str) -> None:
     scrapy = pytest.importorskip("scrapy")
-    from scrapy_aimd.jobdir import RequestCodec
+    from scrapy_aimd.request_codec import RequestCodec
 
     class Spider(scrapy.Spider):  # type: ignore[misc]
         name = "fleet"
@@ -870,12 +939,12 @@ def test_a_stopping_worker_gives_its_leases_back_at_once(frontier: Frontiers) ->
     stopping, other = frontier(lease_time=60.0), frontier(lease_time=60.0)
     stopping.push([Item("h", b"1"), Item("g", b"2")])
     claims = [claim_now(stopping), claim_now(stopping)]
-    assert isinstance(other.claim(), Wait)
+    assert isinstance(claim_one(other), Wait)
     assert stopping.give_back([c.lease for c in claims] + ["0000000000000999"]) == 2
     assert sorted(claim_now(other).item for _ in claims) == [b"1", b"2"]
     assert other.status().reaped == 0  # given back, not expired
     for host in ("h", "g"):
-        assert other.host(host).in_flight == 1  # type: ignore[union-attr]
+        assert host_view(other, host).in_flight == 1  # type: ignore[union-attr]
     kept = other.controller("h")
     assert kept is not None
     assert kept.in_flight == 1
@@ -889,7 +958,7 @@ def test_leases_given_back_go_with_the_next_claim(frontier: Frontiers) -> None:
     worker.push([Item("h", b"1"), Item("h", b"2"), Item("g", b"3")])
     claims = worker.claim_many(3)
     assert isinstance(claims, list) and len(claims) == 3
-    assert isinstance(worker.claim(), Wait)  # h at its limit, g emptied
+    assert isinstance(claim_one(worker), Wait)  # h at its limit, g emptied
     back = [c for c in claims if c.host == "h"]
     worker.give_back_later([c.lease for c in back])
     assert worker.waiting
@@ -899,7 +968,7 @@ def test_leases_given_back_go_with_the_next_claim(frontier: Frontiers) -> None:
     assert isinstance(again, list)
     assert sorted(c.item for c in again) == [b"1", b"2"]
     assert {c.lease for c in again}.isdisjoint(c.lease for c in back)  # new leases
-    assert worker.host("h").in_flight == 2  # type: ignore[union-attr]
+    assert host_view(worker, "h").in_flight == 2  # type: ignore[union-attr]
     assert worker.status().queued == 0
 
 
@@ -1096,7 +1165,7 @@ def test_one_worker_takes_the_robots_fetch_and_the_others_wait_for_its_answer(
     known = shared(other).known(ORIGIN)
     assert known is not None and (known.status, known.body) == (200, RULES)
     # A hold that found the answer took no place.
-    view = other.host("h")
+    view = host_view(other, "h")
     assert view is not None and view.in_flight == 2
 
 

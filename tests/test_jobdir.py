@@ -27,9 +27,9 @@ from scrapy_aimd.jobdir import (
     UNWRITTEN_KEYS,
     Jobdir,
     JobdirError,
-    RequestCodec,
     check_jobdir,
 )
+from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import ROBOTS_META
 from scrapy_aimd.scheduler import AimdScheduler
 from scrapy_aimd.settings import AimdSettingsError
@@ -228,8 +228,8 @@ def open_scheduler(tmp_path: Path) -> tuple[AimdScheduler, FakeEngine, PagesSpid
 
 def stored_urls(scheduler: AimdScheduler) -> set[str]:
     """URLs with a row, as the scheduler's own connection sees them."""
-    assert scheduler.jobdir is not None
-    conn = scheduler.jobdir.store._conn
+    assert isinstance(scheduler.keeper, Jobdir)
+    conn = scheduler.keeper.store._conn
     rows = conn.execute("SELECT item FROM queue UNION ALL SELECT item FROM kept").fetchall()
     return {pickle.loads(row[0])["url"] for row in rows}
 
@@ -240,8 +240,8 @@ def test_a_row_goes_only_once_the_engine_is_done_with_its_request(tmp_path: Path
 
 async def a_row_goes_only_once_the_engine_is_done_with_its_request(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir = scheduler.jobdir
-    assert jobdir is not None
+    jobdir = scheduler.keeper
+    assert isinstance(jobdir, Jobdir)
     parent = Request("http://example.com/", callback=spider.parse_page)
     assert scheduler.enqueue_request(parent)
     handed = scheduler.next_request()
@@ -266,9 +266,9 @@ def test_seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path) 
 
 async def seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir = scheduler.jobdir
+    jobdir = scheduler.keeper
     dupefilter = scheduler.df
-    assert jobdir is not None and isinstance(dupefilter, AimdDupeFilter)
+    assert isinstance(jobdir, Jobdir) and isinstance(dupefilter, AimdDupeFilter)
     assert dupefilter._file is not None
     real_write = dupefilter._file.write
     writes: list[int] = []
@@ -310,8 +310,8 @@ async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
     resumed crawl must still know it as seen, or a link to it found again
     queues it a second time (fetched twice, though it was never in flight)."""
     scheduler, _, spider = open_scheduler(tmp_path / "first")
-    jobdir = scheduler.jobdir
-    assert jobdir is not None
+    jobdir = scheduler.keeper
+    assert isinstance(jobdir, Jobdir)
     urls = [f"http://example.com/{n}" for n in range(3)]
     for url in urls[:2]:
         assert scheduler.enqueue_request(Request(url, callback=spider.parse_page))
@@ -321,7 +321,7 @@ async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
     shutil.copytree(tmp_path / "first" / "job", tmp_path / "crash" / "job")
     scheduler.close("shutdown")
     resumed, _, spider = open_scheduler(tmp_path / "crash")
-    assert resumed.jobdir is not None and resumed.jobdir.store.restored == 3
+    assert isinstance(resumed.keeper, Jobdir) and resumed.keeper.store.restored == 3
     for url in urls:
         assert not resumed.enqueue_request(Request(url, callback=spider.parse_page)), url
     assert resumed.stats.get_value("aimd/jobdir/seen_restored") == 1
@@ -340,8 +340,8 @@ async def keys_whose_write_failed_stay_stored_for_the_resume(tmp_path: Path) -> 
     crawl stops, and the keys stored with the commit stay for the resume, which
     must not queue the requests a second time when links to them turn up."""
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir, dupefilter = scheduler.jobdir, scheduler.df
-    assert jobdir is not None and isinstance(dupefilter, AimdDupeFilter)
+    jobdir, dupefilter = scheduler.keeper, scheduler.df
+    assert isinstance(jobdir, Jobdir) and isinstance(dupefilter, AimdDupeFilter)
     assert dupefilter._file is not None
     urls = [f"http://example.com/{n}" for n in range(3)]
     for url in urls:
@@ -377,9 +377,9 @@ def test_a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
 
 async def a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    assert scheduler.jobdir is not None
+    assert isinstance(scheduler.keeper, Jobdir)
     scheduler.enqueue_request(Request("http://example.com/", callback=spider.parse_page))
-    scheduler.jobdir.store._conn.close()  # as a disk that fails
+    scheduler.keeper.store._conn.close()  # as a disk that fails
     assert scheduler.next_request() is None
     assert scheduler.enqueue_request(Request("http://example.com/2", callback=spider.parse_page))
     await asyncio.sleep(0)

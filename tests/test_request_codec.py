@@ -23,8 +23,8 @@ from scrapy.utils.request import request_from_dict
 from scrapy.utils.test import get_crawler
 from test_jobdir import PagesSpider
 
-from scrapy_aimd import jobdir
-from scrapy_aimd.jobdir import RequestCodec
+from scrapy_aimd import request_codec
+from scrapy_aimd.request_codec import RequestCodec
 
 SPIDER = PagesSpider.from_crawler(get_crawler(PagesSpider))
 CODEC = RequestCodec(SPIDER)
@@ -269,7 +269,7 @@ def test_the_shortcut_knows_this_scrapys_request() -> None:
     """If Scrapy's Request gains or loses an attribute, the shortcut turns off
     (every request then goes through to_dict): this fails loudly to say so."""
     assert RequestCodec.shortcut
-    assert Request.attributes == jobdir.PLAIN_ATTRIBUTES
+    assert Request.attributes == request_codec.PLAIN_ATTRIBUTES
 
 
 def test_a_plain_request_skips_to_dict_and_request_from_dict(
@@ -282,7 +282,7 @@ def test_a_plain_request_skips_to_dict_and_request_from_dict(
         raise AssertionError("the shortcut was not taken")
 
     monkeypatch.setattr(Request, "to_dict", refuse)
-    monkeypatch.setattr(jobdir, "request_from_dict", refuse)
+    monkeypatch.setattr(request_codec, "request_from_dict", refuse)
     assert CODEC.encode(request) == data
     assert snapshot(CODEC.decode(data)) == snapshot(request)
 

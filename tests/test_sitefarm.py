@@ -30,6 +30,7 @@ from sitefarm import (
     farm_in_thread,
     farm_page_ids,
     host_possible_seconds,
+    limiter_farm,
     over_capacity_seconds,
     possible_crawl_seconds,
     read_log_file,
@@ -1118,3 +1119,155 @@ def test_the_farm_imports_no_scrapy_or_twisted() -> None:
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=20)
+
+
+# -- the limiters of the wild (DESIGN.md): windows, a queue, a block, told quotas
+
+
+def test_a_fixed_window_refuses_until_its_edge_and_counts_no_refusal() -> None:
+    spec = HostSpec(name="a", pages=2, window_limit=3, window_seconds=2.0)
+    with farm_in_thread([spec]) as farm:
+        first = [fetch(farm.url("a", "/p/0")) for _ in range(5)]
+        assert [f.status for f in first] == [200, 200, 200, 429, 429]
+        assert first[3].headers["retry-after"] in ("1", "2")  # to the window's edge
+        wait_until(farm.started, 2.05)
+        second = [fetch(farm.url("a", "/p/0")).status for _ in range(4)]
+        records = farm.read_log(9)
+    assert second == [200, 200, 200, 429]  # the refused ones of the first window did not count
+    assert {r["reason"] for r in records if r["status"] == 429} == {"window"}
+
+
+def test_a_sliding_window_counts_denied_requests_so_a_knocking_client_stays_denied() -> None:
+    spec = HostSpec(name="a", pages=2, sliding_limit=3, sliding_seconds=1.0, sliding_status=403)
+    with farm_in_thread([spec]) as farm:
+        started = time.time()
+        assert [fetch(farm.url("a", "/p/0")).status for _ in range(4)] == [200, 200, 200, 403]
+        knocks = []
+        while time.time() < started + 1.8:  # past the window of the first three
+            time.sleep(0.1)
+            knocks.append(fetch(farm.url("a", "/p/0")).status)
+        assert set(knocks) == {403}
+        time.sleep(1.1)  # quiet for a whole window
+        assert fetch(farm.url("a", "/p/0")).status == 200
+        records = farm.read_log(6 + len(knocks))
+    summary = summarize(records, [spec])["a"]
+    assert summary.blocked == 1 + len(knocks)
+    assert summary.throttled == 0  # a 403 is no 429 or 503
+
+
+def test_a_queueing_origin_never_refuses_and_serves_first_come_first_served() -> None:
+    spec = HostSpec(name="a", pages=2, latency=0.3, workers=2)
+    with farm_in_thread([spec]) as farm:
+        results = parallel([(farm.url("a", "/p/0"), 5.0)] * 6)
+        records = farm.read_log(6)
+    assert all(r.status == 200 for r in results)
+    seconds = sorted(r.seconds for r in results)
+    assert seconds[1] < 0.55 and seconds[-1] >= 0.85  # three rounds of two
+    by_arrival = sorted(records, key=lambda r: r["arrived"])
+    for earlier, later in zip(by_arrival, by_arrival[2:], strict=False):
+        assert earlier["finished"] <= later["finished"] + 0.05
+    summary = summarize(records, [spec])["a"]
+    assert summary.mean_waiting > 0.5  # four wait, then two, over about 0.9 s
+    assert summary.over_capacity_seconds > 0.4
+
+
+def test_a_block_answers_403_and_every_hit_renews_it() -> None:
+    spec = HostSpec(name="a", pages=2, block_limit=3, block_interval=1.0, block_seconds=1.0)
+    with farm_in_thread([spec]) as farm:
+        assert [fetch(farm.url("a", "/p/0")).status for _ in range(4)] == [200, 200, 200, 403]
+        blocked_at = time.time()
+        knocks = []
+        while time.time() < blocked_at + 2.0:  # far past 1 s: each knock renews it
+            time.sleep(0.2)
+            knocks.append(fetch(farm.url("a", "/robots.txt")).status)
+        assert set(knocks) == {403}
+        time.sleep(1.2)  # quiet for longer than the block
+        assert fetch(farm.url("a", "/p/1")).status == 200
+        records = farm.read_log(5 + len(knocks))
+    assert {r["reason"] for r in records if r["status"] == 403} == {"block"}
+    assert summarize(records, [spec])["a"].blocked == 1 + len(knocks)
+
+
+def test_a_told_quota_in_githubs_headers_counts_down_to_its_429() -> None:
+    from scrapy_aimd.core.rate_limit_headers import quota_pace, read_quota
+
+    spec = HostSpec(name="a", pages=2, window_limit=3, window_seconds=4.0, quota_headers="github")
+    with farm_in_thread([spec]) as farm:
+        answers = [fetch(farm.url("a", "/p/0")) for _ in range(4)]
+    assert [a.status for a in answers] == [200, 200, 200, 429]
+    assert [a.headers["x-ratelimit-remaining"] for a in answers] == ["2", "1", "0", "0"]
+    assert [a.headers["x-ratelimit-used"] for a in answers] == ["1", "2", "3", "3"]
+    edge = farm.started + 4.0
+    for answer in answers:
+        assert answer.headers["x-ratelimit-limit"] == "3"
+        assert edge <= int(answer.headers["x-ratelimit-reset"]) <= edge + 1  # epoch seconds
+    reading = read_quota(answers[0].headers, time.time(), 60.0)
+    assert reading is not None and reading.quota is not None and not reading.garbled
+    assert reading.quota.limit == 3 and reading.quota.remaining == 2
+    assert 0.0 < reading.quota.resets_in <= 5.0
+    spent = read_quota(answers[3].headers, time.time(), 60.0)
+    assert spent is not None and spent.quota is not None
+    assert quota_pace(spent.quota).pause > 0.0  # nothing left: wait for the reset
+
+
+def test_a_told_quota_in_the_ietf_fields() -> None:
+    from scrapy_aimd.core.rate_limit_headers import read_quota
+
+    spec = HostSpec(name="a", pages=2, window_limit=2, window_seconds=3.0, quota_headers="ietf")
+    with farm_in_thread([spec]) as farm:
+        answers = [fetch(farm.url("a", "/p/0")) for _ in range(3)]
+    assert [a.status for a in answers] == [200, 200, 429]
+    assert {a.headers["ratelimit-policy"] for a in answers} == {'"window";q=2;w=3'}
+    assert [a.headers["ratelimit"].split(";t=")[0] for a in answers] == [
+        '"window";r=1',
+        '"window";r=0',
+        '"window";r=0',
+    ]
+    assert answers[2].headers["retry-after"] in ("1", "2", "3")
+    reading = read_quota(answers[1].headers, time.time(), 60.0)
+    assert reading is not None and reading.quota is not None
+    assert (reading.quota.limit, reading.quota.remaining, reading.quota.window) == (2, 0, 3.0)
+    assert 1.0 <= reading.quota.resets_in <= 3.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"window_limit": 0}, "window_limit must be at least 1"),
+        ({"workers": 0}, "workers must be at least 1"),
+        ({"block_limit": 5, "block_seconds": 0}, "block_seconds must be positive"),
+        ({"sliding_limit": 5, "sliding_seconds": -1}, "sliding_seconds must be positive"),
+        ({"quota_headers": "github"}, "set window_limit"),
+        ({"window_limit": 5, "quota_headers": "x"}, "quota_headers 'x'"),
+        ({"sliding_limit": 5, "sliding_status": 200}, "not an error status"),
+    ],
+)
+def test_limiter_fields_are_checked(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        HostSpec(name="h", pages=1, **fields)  # type: ignore[arg-type]
+
+
+def test_possible_seconds_of_windows_queues_and_blocks() -> None:
+    def bound(**fields: object) -> float:
+        return host_possible_seconds(HostSpec(name="h", pages=99, **fields), robots=False)  # type: ignore[arg-type]
+
+    # 100 requests: 30 a window of 5 s is four windows, the last begun at 15 s.
+    assert bound(latency=0.1, window_limit=30, window_seconds=5.0) == pytest.approx(15.1)
+    assert bound(latency=0.1, sliding_limit=25, sliding_seconds=5.0) == pytest.approx(15.1)
+    assert bound(latency=0.1, block_limit=50, block_interval=2.0) == pytest.approx(2.1)
+    assert bound(latency=0.5, workers=4) == pytest.approx(12.5)  # 25 rounds of 4
+
+
+def test_limiter_preset_has_one_host_of_each_kind() -> None:
+    specs = {spec.name: spec for spec in limiter_farm()}
+    assert set(specs) == {"window", "sliding", "queue", "block", "github", "ietf"}
+    assert specs["github"].quota_headers == "github" and specs["ietf"].quota_headers == "ietf"
+    for spec in specs.values():
+        assert 6.0 <= host_possible_seconds(spec) <= 15.0
+    assert possible_crawl_seconds(list(specs.values()), concurrency=32) < 15.0
+    assert specs_from_json(json.loads(json.dumps(specs_to_json(list(specs.values()))))) == list(
+        specs.values()
+    )
+    with farm_in_thread(list(specs.values())) as farm:
+        for name in farm.urls:
+            assert fetch(farm.url(name)).status == 200

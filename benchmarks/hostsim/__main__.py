@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import multiprocessing
 import sys
 import time
 
-from benchmarks.hostsim.bench import TODAY, Score, score, summary
+from benchmarks.hostsim.bench import TODAY, Score, load_factory, score, summary
 from benchmarks.hostsim.sets import SETS
 
 
@@ -21,6 +22,13 @@ def _score(job: tuple[str, int, float, str, int | None]) -> Score:
     """Score one host, named by its set and place (a spec's model does not pickle)."""
     set_name, index, seconds, factory, concurrency = job
     return score(SETS[set_name][index], seconds, factory, concurrency)
+
+
+def _finite(figures: dict[str, object]) -> dict[str, object]:
+    """JSON has no infinity: a best that found no page has no gap."""
+    return {
+        k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in figures.items()
+    }
 
 
 def _gap(seconds: float) -> str:
@@ -73,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not jobs:
         parser.error(f"no host matches {args.host!r}")
+    try:
+        load_factory(args.controller)
+    except (ImportError, AttributeError, ValueError) as error:
+        parser.error(f"--controller {args.controller!r}: {error}")
     began = time.monotonic()
     if args.processes > 1 and len(jobs) > 1:
         with multiprocessing.Pool(args.processes) as pool:
@@ -87,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n({time.monotonic() - began:.0f} s)")
     if args.json:
         figures = {
-            name: [{**dataclasses.asdict(s), "ratio": s.ratio} for s in found]
+            name: [_finite({**dataclasses.asdict(s), "ratio": s.ratio}) for s in found]
             for name, found in results.items()
         }
         with open(args.json, "w") as out:

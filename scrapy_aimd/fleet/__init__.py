@@ -3,7 +3,7 @@ host's politeness through Redis (``AIMD_REDIS_URL``). See docs/fleet.rst."""
 
 from scrapy_aimd.fleet.connection import Fleet, FleetCounters, clear_fleet
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
-from scrapy_aimd.fleet.redis_store import Claim, FleetFrontier, FleetStatus, HostView, Item, Wait
+from scrapy_aimd.fleet.redis_store import Claim, FleetFrontier, FleetStatus, Item, Wait
 from scrapy_aimd.fleet.robots_store import FleetRobots, SharedRobots
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
@@ -17,7 +17,6 @@ __all__ = [
     "FleetSeenSet",
     "FleetStatus",
     "FleetStoreError",
-    "HostView",
     "Item",
     "SharedRobots",
     "Wait",

@@ -50,22 +50,23 @@ DEFAULT_BUCKETS: Final = 1 << 15
 #: Seconds to wait for a connection, and for a reply.
 CONNECT_TIMEOUT: Final = 2.0
 REPLY_TIMEOUT: Final = 5.0
+#: Seconds a worker's heartbeat key lives unless renewed (every third of it, and
+#: by each claim): a worker silent this long is taken for dead, and its leases
+#: go back to the queues at once (see docs/fleet.rst, "A worker that dies").
+HEARTBEAT: Final = 3.0
 _SCRIPTS: Final = (
     "init",
     "push",
     "claim",
     "hold",
     "done",
-    "reap",
     "renew",
     "status",
-    "host",
     "state",
-    "seen",
-    "sent",
     "robots",
     "robots_put",
     "giveup",
+    "heartbeat",
 )
 _KEY_ERROR: Final = "AIMDKEY "
 
@@ -110,6 +111,7 @@ class Fleet:
         rules_id: str = "",
         buckets: int = DEFAULT_BUCKETS,
         reply_timeout: float = REPLY_TIMEOUT,
+        heartbeat: float = HEARTBEAT,
     ) -> None:
         if buckets < 1 or buckets & (buckets - 1) or buckets > 1 << 24:
             raise ValueError(f"buckets={buckets!r}: expected a power of 2 up to 2**24")
@@ -120,6 +122,8 @@ class Fleet:
         self.counters = FleetCounters()
         #: This worker's id in the fleet's locks (the robots.txt fetches).
         self.token = secrets.token_hex(8)
+        #: This worker's heartbeat, in milliseconds as the scripts take it.
+        self.heartbeat_ms = max(1, round(heartbeat * 1000))
         self._scripts = _load_scripts()
         self._shas: dict[str, str] = {}
         self._server_time = 0.0
@@ -191,6 +195,11 @@ class Fleet:
         values: dict[Any, Any] = dict(reply)
         value = values.get(b"set-max-intset-entries", values.get("set-max-intset-entries"))
         return int(value) if value is not None else None
+
+    def beat(self, *, alive: bool = True) -> None:
+        """This worker is alive (one round trip); ``alive=False``: it closes, and
+        its heartbeat ends with it (its leases given back first)."""
+        self.call("heartbeat", self.token, self.heartbeat_ms, "1" if alive else "0")
 
     def key(self, suffix: str) -> str:
         return f"{self.prefix}:{suffix}"
@@ -378,10 +387,21 @@ def clear_fleet(url: str, prefix: str) -> int:
 
 #: The fleet's own keys after ``P:`` (docs/fleet.rst, *The keys*): these names...
 _OWN_NAMES: Final = frozenset(
-    (b"meta", b"hosts", b"leases", b"n", b"arrival", b"seen_n", b"reaped", b"idle_since", b"gaveup")
+    (
+        b"meta",
+        b"hosts",
+        b"leases",
+        b"n",
+        b"arrival",
+        b"seen_n",
+        b"reaped",
+        b"idle_since",
+        b"gaveup",
+        b"workers",
+    )
 )
-#: ... or these kinds, then ``:`` and a host, lease, bucket or origin.
-_OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl"))
+#: ... or these kinds, then ``:`` and a host, lease, bucket, origin or worker.
+_OWN_KINDS: Final = frozenset((b"q", b"h", b"e", b"l", b"s", b"r", b"rl", b"hb"))
 #: A fleet's meta key's ``kind`` (init.lua).
 _KIND: Final = b"scrapy-aimd-fleet"
 #: Characters that SCAN's pattern reads as a glob.

@@ -31,7 +31,7 @@ that reads or moves a host's state sends them first, so that each host sees
 its events in order.
 
 Requests go in and out as bytes through the caller's codec (the JOBDIR's
-:class:`~scrapy_aimd.jobdir.RequestCodec`). No Scrapy import.
+:class:`~scrapy_aimd.request_codec.RequestCodec`). No Scrapy import.
 """
 
 from __future__ import annotations
@@ -46,17 +46,16 @@ from typing import Any, Final, Generic, TypeVar
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
 from scrapy_aimd.fleet.connection import BULK, Encoded, Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
-from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
-from scrapy_aimd.fleet.rules import (
+from scrapy_aimd.fleet.host_state import (
     Applied,
     Event,
     HostData,
     Replica,
     apply,
-    decode_state,
     limits_of,
     parse_entry,
 )
+from scrapy_aimd.fleet.robots_store import SharedRobots, shared_of
 from scrapy_aimd.fleet.seen import FleetSeenSet
 
 __all__ = [
@@ -65,7 +64,6 @@ __all__ = [
     "Contention",
     "FleetFrontier",
     "FleetStatus",
-    "HostView",
     "Item",
     "Wait",
     "lease_time",
@@ -82,7 +80,7 @@ T = TypeVar("T")
 #: a download timeout below it, that timeout, and never below MIN_MARGIN).
 LEASE_MARGIN: Final = 30.0
 MIN_MARGIN: Final = 5.0
-#: Expired leases a claim puts back first (the rest: the next claims, or reap()).
+#: Expired leases a claim puts back first (the rest: the next claims).
 REAP_PER_CLAIM: Final = 16
 #: Losses in a row after which an answer's worker asks for its host's turn (an
 #: answer whose reaction is told at once asks at its first: see ``finish``).
@@ -334,21 +332,6 @@ class FleetStatus:
     """Keys in the shared seen set."""
 
 
-@dataclass(frozen=True, slots=True)
-class HostView:
-    """One host as the fleet holds it (for summaries and tests)."""
-
-    delay: float
-    """The spacing its claims keep: the controller's gap, or a doubled limit's ramp
-    while it opens (``HostController.spacing``)."""
-    concurrency: int
-    paused_until: float
-    in_flight: int
-    queued: int
-    version: int
-    state: dict[str, Any] | None
-
-
 class FleetFrontier(Generic[T]):
     """Per-host queues, leases and controller states, shared through Redis."""
 
@@ -553,17 +536,12 @@ class FleetFrontier(Generic[T]):
 
     # -- claim -------------------------------------------------------------------------
 
-    def claim(self) -> Claim[T] | Wait:
-        """The best request of a host that may start now, leased; or when one may.
-        One round trip, which also takes what waits for it (requests to queue,
-        answers, sends, leases done); a feedback that lost a race costs one more,
-        and so does a request that cannot be read (to drop it)."""
-        got = self.claim_many(1)
-        return got[0] if isinstance(got, list) else got
-
     def claim_many(self, count: int) -> list[Claim[T]] | Wait:
-        """Up to ``count`` requests, each as :meth:`claim` would take them one after
-        the other, in one round trip; or when one may start, if none may now."""
+        """Up to ``count`` requests, each the best request of a host that may start
+        now, leased, in one round trip (which also takes what waits for it:
+        requests to queue, answers, sends, leases done); or when one may start,
+        if none may now. A feedback that lost a race costs one more round trip,
+        and so does a request that cannot be read (to drop it)."""
         while True:
             records = self._exchange(claim=max(1, count))
             if not records:
@@ -687,7 +665,7 @@ class FleetFrontier(Generic[T]):
                 answer.done = False
         args: list[Any] = [repr(self.lease_time), REAP_PER_CLAIM, claim]
         args += (sum(len(p.places) for p in pushes), len(sent), len(answers), len(done))
-        args += (self.fleet.token, len(back))
+        args += (self.fleet.token, len(back), self.fleet.heartbeat_ms)
         for push in pushes:
             args += push.args
         for report in sent:
@@ -983,7 +961,14 @@ class FleetFrontier(Generic[T]):
         self.flush()  # the host's events in order
         gap, limit = self._initial(host)
         reply = self.fleet.call(
-            "hold", host, repr(self.lease_time), gap, limit, origin, self.fleet.token
+            "hold",
+            host,
+            repr(self.lease_time),
+            gap,
+            limit,
+            origin,
+            self.fleet.token,
+            self.fleet.heartbeat_ms,
         )
         if reply[0] == 2:
             self.fleet.saw_time(reply[1])
@@ -1167,16 +1152,10 @@ class FleetFrontier(Generic[T]):
             at = max(at, claim.started + latency)
         return max(at, claim.started)
 
-    def sent(self, claim: Claim[T]) -> bool:
-        """The claimed request left this worker now, later than its claim: the
-        host's gap counts from now (one round trip, after what waits; worth it only
-        where the host has a gap). False if the lease no longer holds its place."""
-        at = repr(self.fleet.now())
-        self.flush()
-        return bool(self.fleet.call("sent", claim.host, claim.lease, at))
-
     def sent_later(self, claim: Claim[T]) -> None:
-        """:meth:`sent`, told with the next call (the time is now's)."""
+        """The claimed request left this worker now, later than its claim: the
+        host's gap counts from now, told with the next call (worth it only where
+        the host has a gap)."""
         self._sent.append((claim.host, claim.lease, repr(self.fleet.now())))
 
     # -- leases ------------------------------------------------------------------------
@@ -1256,12 +1235,6 @@ class FleetFrontier(Generic[T]):
         self.counters.renewed += renewed
         return renewed
 
-    def reap(self, limit: int = 1000) -> int:
-        """Queue the requests of expired leases again (claims do this too)."""
-        requeued = int(self.fleet.call("reap", limit))
-        self.counters.reaped += requeued
-        return requeued
-
     # -- reading -----------------------------------------------------------------------
 
     def status(self) -> FleetStatus:
@@ -1283,24 +1256,3 @@ class FleetFrontier(Generic[T]):
             raise FleetStoreError(f"the fleet's status cannot be read: {reply!r}") from exc
         self.seen.check_room(status.seen)
         return status
-
-    def host(self, host: str) -> HostView | None:
-        """The host as the fleet holds it, None if it was never queued."""
-        self.flush()
-        version, state, gap, limit, pause, in_flight, _, queued, now = self.fleet.call("host", host)
-        self.fleet.saw_time(now)
-        if not version and not gap:
-            return None
-        key = self.fleet.key(f"h:{host}")
-        try:
-            return HostView(
-                delay=float(gap or 0),
-                concurrency=int(limit or 1),
-                paused_until=float(pause or "-inf"),
-                in_flight=int(in_flight or 0),
-                queued=int(queued),
-                version=int(float(version or 0)),
-                state=decode_state(state),
-            )
-        except ValueError as exc:
-            raise FleetStoreError(f"Redis key {key} cannot be read: {exc}") from exc

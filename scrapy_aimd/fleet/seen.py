@@ -10,13 +10,13 @@ around 15 M URLs (docs/fleet.rst has the sizing). :attr:`FleetSeenSet.capacity`
 says where that is for the server at hand, and a warning is logged once as a
 crawl nears it.
 
-Adding a batch is one round trip, and says for each key whether it was new.
+Keys are added by the pushes (push.lua, with their requests): this module holds
+the layout and the check of the buckets' room.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Final
 
 from scrapy_aimd.fleet.connection import Fleet
@@ -25,14 +25,12 @@ __all__ = ["FleetSeenSet"]
 
 logger = logging.getLogger(__name__)
 
-#: Keys per seen script, so that one script never holds Redis for long.
-BATCH: Final = 2000
 #: The share of a bucket's intset room at which the warning is logged.
 WARN_AT: Final = 0.8
 
 
 class FleetSeenSet:
-    """Add-if-absent over the fleet's buckets of 64-bit keys."""
+    """The layout of the fleet's buckets of 64-bit keys, and their room."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
@@ -60,19 +58,6 @@ class FleetSeenSet:
         if not 0 <= key < 1 << 64:
             raise ValueError(f"request key {key!r}: expected an unsigned 64-bit integer")
         return key >> self._shift, key & self._mask
-
-    def add(self, keys: Sequence[int]) -> list[bool]:
-        """Add the keys; True for each that was not there. One round trip per
-        :data:`BATCH` keys."""
-        result: list[bool] = []
-        for start in range(0, len(keys), BATCH):
-            args: list[str] = []
-            for key in keys[start : start + BATCH]:
-                args += self.bucket_and_member(key)
-            total, *flags = self.fleet.call("seen", *args)
-            result += [bool(flag) for flag in flags]
-            self.check_room(int(total))
-        return result
 
     def check_room(self, total: int) -> None:
         """Warn once when the set of ``total`` keys nears its buckets' intset room."""

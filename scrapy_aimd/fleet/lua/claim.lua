@@ -1,7 +1,8 @@
 -- ARGV: prefix, lease seconds, most expired leases to reap first, how many
 -- requests to claim at most ('0': only what the call carries), then how many requests to queue, sent
 -- reports, feedbacks and done leases it carries, this worker's id, how many
--- leases it gives back, and those: each request as
+-- leases it gives back, the worker's heartbeat in milliseconds (beat,
+-- common.lua: a call is a sign of life), and those: each request as
 -- push.lua takes it (7 values), each sent report as host, lease id, time
 -- (as sent.lua); each feedback as 5 values (see feedback_at: the 14 values of
 -- store_feedback in common.lua, and '1' if its reply should carry the host's
@@ -41,8 +42,9 @@ local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
 local n_feedback, n_done = tonumber(ARGV[7]), tonumber(ARGV[8])
 local token = ARGV[9]
 local n_back = tonumber(ARGV[10])
-local pushed = push_requests(11, n_push)
-local i = 11 + 7 * n_push
+beat(token, tonumber(ARGV[11]))
+local pushed = push_requests(12, n_push)
+local i = 12 + 7 * n_push
 for _ = 1, n_sent do
   report_sent(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]))
   i = i + 3
@@ -131,7 +133,7 @@ local wanted = tonumber(ARGV[4])
 if wanted < 1 then
   return reply({})
 end
-local reaped = reap(now, tonumber(ARGV[3]))
+local reaped = reap_dead(token) + reap(now, tonumber(ARGV[3]))
 local hosts = P .. ':hosts'
 local lease_time = tonumber(ARGV[2])
 local claims = {}
@@ -169,7 +171,8 @@ while #claims < wanted do
       await_send(host, id, now)
       log_event(host, 's', id, now)
       local expires = now + lease_time
-      call('HSET', P .. ':l:' .. id, 'h', host, 's', score, 'm', member, 't', fmt(now))
+      call('HSET', P .. ':l:' .. id, 'h', host, 's', score, 'm', member, 't', fmt(now),
+        'w', token)
       call('ZADD', P .. ':leases', fmt(expires), id)
       call('DECR', P .. ':n')
       rescore(host)

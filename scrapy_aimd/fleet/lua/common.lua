@@ -227,6 +227,51 @@ local function robots_key(origin, lock)
   return P .. (lock and ':rl:' or ':r:') .. origin
 end
 
+-- Worker heartbeats: P:hb:<worker id> lives for a few seconds and is kept
+-- alive by its worker (heartbeat.lua on a timer, and every call of claim.lua),
+-- P:workers names every worker that may hold leases, and each lease names its
+-- worker ('w'). A worker whose heartbeat expired is dead (or its reactor was
+-- blocked that long): every lease it holds goes back at once, its requests to
+-- their queues and their places freed, not after the lease's own expiry (the
+-- download timeout and a margin), and so does the robots.txt lock it held.
+local function beat(worker, ms)
+  call('SET', P .. ':hb:' .. worker, '1', 'PX', ms)
+  call('SADD', P .. ':workers', worker)
+end
+
+-- The leases of dead workers (any but ``worker``, the caller) back; returns how
+-- many requests were queued again.
+local function reap_dead(worker)
+  local workers = P .. ':workers'
+  local dead = {}
+  for _, other in ipairs(call('SMEMBERS', workers)) do
+    if other ~= worker and call('EXISTS', P .. ':hb:' .. other) == 0 then
+      dead[other] = true
+      call('SREM', workers, other)
+    end
+  end
+  if next(dead) == nil then
+    return 0
+  end
+  local requeued = 0
+  for _, id in ipairs(call('ZRANGE', P .. ':leases', 0, -1)) do
+    local l = call('HMGET', P .. ':l:' .. id, 'w', 'o')
+    if l[1] and dead[l[1]] then
+      if l[2] and call('GET', robots_key(l[2], true)) == l[1] then
+        call('DEL', robots_key(l[2], true))
+      end
+      if requeue(id) then
+        requeued = requeued + 1
+      end
+    end
+  end
+  if requeued > 0 then
+    call('INCRBY', P .. ':reaped', requeued)
+  end
+  return requeued
+end
+
+
 -- The origin's stored answer, appended to reply: status, body, truncated, gave
 -- up, age (seconds since it was fetched); false when none is stored.
 local function add_robots_answer(reply, origin, now)

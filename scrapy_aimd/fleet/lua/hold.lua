@@ -1,5 +1,6 @@
 -- ARGV: prefix, host, lease seconds, the host's initial gap, limit, the
--- robots.txt origin, this worker's id.
+-- robots.txt origin, this worker's id, its heartbeat in milliseconds (beat,
+-- common.lua).
 -- A place on the host for a request that this worker keeps (its robots.txt),
 -- taken by the same rule as a claim (the gap, the limit against the in-flight
 -- count, the pause), leased and logged as a start: the host's politeness
@@ -16,12 +17,18 @@ check_meta()
 local now = server_now()
 local host = ARGV[2]
 local origin = ARGV[6]
+beat(ARGV[7], tonumber(ARGV[8]))
 if origin ~= '' then
   local answer = {2, fmt(now)}
   if add_robots_answer(answer, origin, now) then
     return answer
   end
   local owner = call('GET', robots_key(origin, true))
+  if owner and owner ~= ARGV[7] and call('EXISTS', P .. ':hb:' .. owner) == 0 then
+    -- Its worker is dead: its leases and its locks go now.
+    reap_dead(ARGV[7])
+    owner = call('GET', robots_key(origin, true))
+  end
   if owner and owner ~= ARGV[7] then
     -- Asked again when the lock expires, or sooner (the worker polls).
     local ttl = math.max(50, call('PTTL', robots_key(origin, true)))
@@ -46,7 +53,10 @@ local expires = now + tonumber(ARGV[3])
 if origin ~= '' then
   call('SET', robots_key(origin, true), ARGV[7], 'PX', math.max(1, math.ceil(tonumber(ARGV[3]) * 1000)))
 end
-call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now))
+call('HSET', P .. ':l:' .. id, 'h', host, 't', fmt(now), 'w', ARGV[7])
+if origin ~= '' then
+  call('HSET', P .. ':l:' .. id, 'o', origin)
+end
 call('ZADD', P .. ':leases', fmt(expires), id)
 rescore(host)
 local st = call('HMGET', key, 'v', 'st', 'tk')

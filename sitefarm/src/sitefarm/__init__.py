@@ -29,7 +29,8 @@ Every request is one record (a JSON line in the log file, a dict in memory)::
                    set on 200 pages and on error_rate 500s, else null
     status         the status sent; 0 when the connection was reset
     reason         why: page, hang, error, redirect, not_found, robots, sitemap,
-                   pause, outage, rate, capacity, method, bad_request, reset
+                   pause, outage, rate, capacity, window, sliding, block, method,
+                   bad_request, reset
     arrived        wall-clock time (time.time()) the request line arrived
     finished       wall-clock time the response was written
     in_flight      requests being served at the host when it arrived, itself included
@@ -43,12 +44,19 @@ Every request is one record (a JSON line in the log file, a dict in memory)::
 
 from __future__ import annotations
 
-from sitefarm.analysis import HostSummary, over_capacity_seconds, summarize, totals
+from sitefarm.analysis import (
+    HostSummary,
+    over_capacity_seconds,
+    queued_request_seconds,
+    summarize,
+    totals,
+)
 from sitefarm.presets import (
     benchmark_farm,
     demo_farm,
     farm_page_ids,
     host_possible_seconds,
+    limiter_farm,
     possible_crawl_seconds,
     requests_needed,
 )
@@ -85,8 +93,10 @@ __all__ = [
     "farm_in_thread",
     "farm_page_ids",
     "host_possible_seconds",
+    "limiter_farm",
     "over_capacity_seconds",
     "possible_crawl_seconds",
+    "queued_request_seconds",
     "read_log_file",
     "requests_needed",
     "specs_from_json",

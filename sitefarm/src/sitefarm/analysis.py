@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from sitefarm.spec import HostSpec
 
 #: Reasons of requests the host refused at once; they never occupied it.
-REFUSED_REASONS = frozenset({"capacity", "rate", "pause", "outage", "bad_request"})
+REFUSED_REASONS = frozenset(
+    {"capacity", "rate", "pause", "outage", "bad_request", "window", "sliding", "block"}
+)
 
 
 @dataclass
@@ -33,8 +35,14 @@ class HostSummary:
     outage_refused: int = 0
     """Of those, the 503s of an outage (``HostSpec.outage_seconds``): no crawler avoids
     them but by not asking, so the benchmark also counts the others apart."""
+    blocked: int = 0
+    """403 answers of a block or of a sliding window that denies with 403."""
     over_capacity_seconds: float = 0.0
-    """Time more requests were being served than min(capacity, soft_capacity)."""
+    """Time more requests were being served than min(capacity, soft_capacity, workers):
+    for a queueing origin, the time some request waited in its queue."""
+    mean_waiting: float = 0.0
+    """Requests waiting in a queueing origin's queue (``workers``), on average over the
+    host's time from its first arrival to its last answer."""
     crawl_delay_violations: int = 0
     """Consecutive request arrivals closer than the robots Crawl-delay (robots.txt
     included, as it counts for politeness)."""
@@ -69,6 +77,25 @@ def over_capacity_seconds(records: Iterable[dict[str, Any]], limit: int | None) 
     return total
 
 
+def queued_request_seconds(records: Iterable[dict[str, Any]], workers: int) -> float:
+    """The integral over time of the requests admitted beyond ``workers`` (those
+    waiting in the queue): divided by a span, the mean queue length."""
+    events: list[tuple[float, int]] = []
+    for record in records:
+        if record["reason"] not in REFUSED_REASONS:
+            events.append((record["arrived"], 1))
+            events.append((record["finished"], -1))
+    events.sort(key=lambda event: (event[0], event[1]))
+    total = 0.0
+    inside = 0
+    previous = 0.0
+    for moment, change in events:
+        total += max(0, inside - workers) * (moment - previous)
+        inside += change
+        previous = moment
+    return total
+
+
 def summarize(
     records: Iterable[dict[str, Any]],
     specs: list[HostSpec],
@@ -93,10 +120,17 @@ def summarize(
         summary.duplicate_fetches = sum(count - 1 for count in served.values())
         summary.throttled = sum(1 for r in host_records if r["status"] in (429, 503))
         summary.outage_refused = sum(1 for r in host_records if r["reason"] == "outage")
-        limits = [c for c in (spec.capacity, spec.soft_capacity) if c is not None]
+        summary.blocked = sum(
+            1 for r in host_records if r["status"] == 403 and r["reason"] in ("block", "sliding")
+        )
+        limits = [c for c in (spec.capacity, spec.soft_capacity, spec.workers) if c is not None]
         summary.over_capacity_seconds = over_capacity_seconds(
             host_records, min(limits) if limits else None
         )
+        if spec.workers is not None and host_records:
+            span = max(r["finished"] for r in host_records) - host_records[0]["arrived"]
+            waiting = queued_request_seconds(host_records, spec.workers)
+            summary.mean_waiting = waiting / span if span > 0 else 0.0
         arrivals = [r["arrived"] for r in host_records]
         gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
         summary.min_gap_seconds = min(gaps) if gaps else None
@@ -128,6 +162,7 @@ def totals(summaries: dict[str, HostSummary]) -> dict[str, Any]:
         "pages_fetched": sum(h.pages_fetched for h in hosts),
         "duplicate_fetches": sum(h.duplicate_fetches for h in hosts),
         "throttled": sum(h.throttled for h in hosts),
+        "blocked": sum(h.blocked for h in hosts),
         "outage_refused": sum(h.outage_refused for h in hosts),
         "over_capacity_seconds": sum(h.over_capacity_seconds for h in hosts),
         "crawl_delay_violations": sum(h.crawl_delay_violations for h in hosts),

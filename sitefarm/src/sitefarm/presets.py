@@ -46,8 +46,10 @@ def host_possible_seconds(spec: HostSpec, *, robots: bool = True) -> float:
     The largest of: one page's latency; rounds of ``min(capacity, soft_capacity)``
     concurrent requests at the mean latency (latency + jitter / 2), or, where answers take
     different times (``fast_latency``), the larger of the rounds of slow pages alone and
-    the sum of all their times over that many; the token
-    bucket's refill after its burst; the Crawl-delay between requests; all after
+    the sum of all their times over that many (a queueing origin's ``workers`` count
+    as a capacity); the token bucket's refill after its burst; a fixed window, a sliding
+    window or a block's rate at ``limit`` requests a window, the last started in the
+    last window needed; the Crawl-delay between requests; all after
     ``pause_first``, and plus the outage when the work is not done before it starts (the
     tokens a bucket gains during an outage are not counted). Link discovery (a page is
     known only once a page linking it is fetched) and hangs are not counted, so real
@@ -58,7 +60,7 @@ def host_possible_seconds(spec: HostSpec, *, robots: bool = True) -> float:
         return 0.0
     latency = spec.latency + spec.jitter / 2
     bounds = [latency]  # the root is a page, never static
-    limits = [c for c in (spec.capacity, spec.soft_capacity) if c is not None]
+    limits = [c for c in (spec.capacity, spec.soft_capacity, spec.workers) if c is not None]
     if limits:
         if spec.fast_latency is None:
             bounds.append(math.ceil(count / min(limits)) * latency)
@@ -68,6 +70,14 @@ def host_possible_seconds(spec: HostSpec, *, robots: bool = True) -> float:
             bounds += [math.ceil(slow) * latency, sum(times) / min(limits)]
     if spec.rate is not None:
         bounds.append(max(0.0, count - spec.burst) / spec.rate + spec.latency)
+    for limit, seconds in (
+        (spec.window_limit, spec.window_seconds),
+        (spec.sliding_limit, spec.sliding_seconds),
+        (spec.block_limit, spec.block_interval),
+    ):
+        if limit is not None:
+            # ``limit`` requests a window: the last one starts in the last window.
+            bounds.append((math.ceil(count / limit) - 1) * seconds + spec.latency)
     crawl_delay = spec.robots_crawl_delay()
     if crawl_delay:
         bounds.append((count - 1) * crawl_delay + spec.latency)
@@ -290,4 +300,56 @@ def benchmark_farm() -> list[HostSpec]:
             cross_links=ring("outage"),
             seed=23,
         ),
+    ]
+
+
+def limiter_farm() -> list[HostSpec]:
+    """Six hosts, one for each kind of limiter that sites deploy and the benchmark farm
+    lacks (DESIGN.md, "Limiters in the wild"), 60 to 80 pages each; every host's
+    possible time is 8 to 12 s.
+
+    ``window``: a fixed window of 30 requests per 5 s, 429 + Retry-After to the
+    window's edge once spent; ``sliding``: more than 25 requests in the last 5 s,
+    denied ones counted (HAProxy's ``sc_http_req_rate``), 429 without Retry-After;
+    ``queue``: an origin of 4 workers of 0.4 s that never refuses (requests wait in a
+    queue); ``block``: more than 10 requests in 2 s blocks for 3 s, 403, renewed by
+    every hit (mod_evasive); ``github`` and ``ietf``: the fixed window, telling its
+    quota in GitHub's ``X-RateLimit-*`` headers or the IETF draft's ``RateLimit-Policy``
+    and ``RateLimit`` fields.
+    """
+
+    def windowed(name: str, seed: int, told: str | None = None) -> HostSpec:
+        return HostSpec(
+            name=name,
+            pages=60,
+            latency=0.02,
+            broken_links=2,
+            window_limit=30,
+            window_seconds=5.0,
+            quota_headers=told,
+            seed=seed,
+        )
+
+    return [
+        windowed("window", 31),
+        HostSpec(
+            name="sliding",
+            pages=60,
+            latency=0.02,
+            sliding_limit=25,
+            sliding_seconds=5.0,
+            seed=32,
+        ),
+        HostSpec(name="queue", pages=80, latency=0.4, workers=4, seed=33),
+        HostSpec(
+            name="block",
+            pages=60,
+            latency=0.02,
+            block_limit=10,
+            block_interval=2.0,
+            block_seconds=3.0,
+            seed=34,
+        ),
+        windowed("github", 35, "github"),
+        windowed("ietf", 36, "ietf"),
     ]

@@ -18,6 +18,7 @@ import struct
 import sys
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from html import escape
@@ -221,6 +222,15 @@ class HostServer:
         self._reset_paths = self._normalized(spec.reset_paths)
         self._server: asyncio.AbstractServer | None = None
         self._reserved: socket.socket | None = None
+        # The limiters of the wild: a fixed window's count, the sliding window's and
+        # the block's arrivals, the block's end, the queueing origin's workers.
+        self._window_index = -1
+        self._window_count = 0
+        self._sliding: deque[float] = deque()
+        self._hits: deque[float] = deque()
+        self._blocked_until = 0.0
+        self._busy_workers = 0
+        self._waiting: deque[asyncio.Future[None]] = deque()
 
     @staticmethod
     def _normalized(paths: list[str]) -> set[str]:
@@ -341,9 +351,15 @@ class HostServer:
                 reply = self._route(request, target)
             else:
                 reply = reply_or_none
+            if self.spec.quota_headers is not None:
+                reply.headers.extend(self._quota_fields())
         client_closed = False
         write_failed = False
+        working = False  # holds one of a queueing origin's workers
         try:
+            if admitted and self.spec.workers is not None:
+                await self._take_worker()
+                working = True
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
             client_closed = reader.at_eof() or writer.transport.is_closing()
@@ -359,6 +375,8 @@ class HostServer:
         except OSError:  # the client went away while the response was being written
             client_closed = write_failed = True
         finally:
+            if working:
+                self._give_back_worker()
             if admitted:
                 self.in_flight -= 1
         self.farm.log.add(
@@ -420,6 +438,9 @@ class HostServer:
                     spec.outage_retry_after, spec.outage_seconds - since, wall
                 )
                 return Reply(503, "outage", b"unavailable\n", "text/plain", retry_after=value)
+        limiter = self._limiters(now, wall)
+        if limiter is not None:
+            return limiter
         if spec.rate is not None:
             since = now - max(self._tokens_at, self.farm.started_monotonic)
             self._tokens = min(float(spec.burst), self._tokens + since * spec.rate)
@@ -433,6 +454,96 @@ class HostServer:
             value = retry_after_value(spec.capacity_retry_after, spec.latency, wall)
             return Reply(503, "capacity", b"overloaded\n", "text/plain", retry_after=value)
         return None
+
+    def _limiters(self, now: float, wall: float) -> Reply | None:
+        """The block, the sliding window and the fixed window, in that order."""
+        spec = self.spec
+        if spec.block_limit is not None:
+            if now < self._blocked_until:
+                self._blocked_until = now + spec.block_seconds  # every hit renews it
+                return Reply(403, "block", b"forbidden\n", "text/plain")
+            self._hits.append(now)
+            while self._hits and self._hits[0] <= now - spec.block_interval:
+                self._hits.popleft()
+            if len(self._hits) > spec.block_limit:
+                self._hits.clear()
+                self._blocked_until = now + spec.block_seconds
+                return Reply(403, "block", b"forbidden\n", "text/plain")
+        if spec.sliding_limit is not None:
+            self._sliding.append(now)  # counted whether it passes or not
+            while self._sliding and self._sliding[0] <= now - spec.sliding_seconds:
+                self._sliding.popleft()
+            if len(self._sliding) > spec.sliding_limit:
+                wait = self._sliding[-spec.sliding_limit - 1] + spec.sliding_seconds - now
+                value = retry_after_value(spec.sliding_retry_after, wait, wall)
+                return Reply(
+                    spec.sliding_status, "sliding", b"denied\n", "text/plain", retry_after=value
+                )
+        if spec.window_limit is not None:
+            self._roll_window(now)
+            if self._window_count >= spec.window_limit:
+                value = retry_after_value(spec.window_retry_after, self._to_edge(now), wall)
+                return Reply(429, "window", b"quota exceeded\n", "text/plain", retry_after=value)
+            self._window_count += 1
+        return None
+
+    def _roll_window(self, now: float) -> None:
+        index = math.floor((now - self.farm.started_monotonic) / self.spec.window_seconds)
+        if index != self._window_index:
+            self._window_index = index
+            self._window_count = 0
+
+    def _to_edge(self, now: float) -> float:
+        """Seconds from ``now`` to the end of the current fixed window."""
+        edge = self.farm.started_monotonic + (self._window_index + 1) * self.spec.window_seconds
+        return max(0.0, edge - now)
+
+    def _quota_fields(self) -> list[tuple[str, str]]:
+        """The fixed window's quota as it stands after this request."""
+        spec = self.spec
+        assert spec.window_limit is not None
+        now = time.monotonic()
+        self._roll_window(now)
+        limit = spec.window_limit
+        remaining = max(0, limit - self._window_count)
+        to_edge = self._to_edge(now)
+        if spec.quota_headers == "github":
+            return [
+                ("X-RateLimit-Limit", str(limit)),
+                ("X-RateLimit-Remaining", str(remaining)),
+                ("X-RateLimit-Used", str(limit - remaining)),
+                ("X-RateLimit-Reset", str(math.ceil(time.time() + to_edge))),
+            ]
+        window = f"{spec.window_seconds:g}"
+        reset = max(1, math.ceil(to_edge))
+        return [
+            ("RateLimit-Policy", f'"window";q={limit};w={window}'),
+            ("RateLimit", f'"window";r={remaining};t={reset}'),
+        ]
+
+    async def _take_worker(self) -> None:
+        """Wait, first come first served, for one of the queueing origin's workers."""
+        assert self.spec.workers is not None
+        if self._busy_workers < self.spec.workers and not self._waiting:
+            self._busy_workers += 1
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._give_back_worker()  # handed over as the wait was cancelled
+            raise
+
+    def _give_back_worker(self) -> None:
+        """The worker goes to the next in the queue, or back to the pool."""
+        while self._waiting:
+            turn = self._waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._busy_workers -= 1
 
     # -- routing an admitted request
 

@@ -22,6 +22,9 @@ ROBOTS_MODES = (
     "garbage",  # the rules interleaved with random bytes and nonsense lines
 )
 
+#: How a fixed window may tell its quota (``HostSpec.quota_headers``).
+QUOTA_HEADERS = ("github", "ietf")
+
 #: The real query of a page's query variant (``/p/3?lang=en&view=full``), sorted by key.
 QUERY_VARIANT: tuple[tuple[str, str], ...] = (("lang", "en"), ("view", "full"))
 
@@ -129,6 +132,37 @@ class HostSpec:
     outage_retry_after: RetryAfter = None
     """Retry-After on those 503s ("auto": the outage's remaining seconds, rounded up)."""
 
+    # -- the limiters sites deploy (checked after the outage, before the token bucket:
+    # block, sliding window, fixed window). Like the others they count robots.txt.
+    window_limit: int | None = None
+    """Fixed window: this many admitted requests per ``window_seconds`` (windows counted
+    from the farm's clock); once spent, 429 until the window's edge ("window" in the log).
+    Refused requests do not count."""
+    window_seconds: float = 60.0
+    window_retry_after: RetryAfter = "auto"
+    """Retry-After on those 429s ("auto": seconds to the window's edge, rounded up)."""
+    quota_headers: str | None = None
+    """A fixed window that tells its quota on every answer: "github" (``X-RateLimit-Limit``,
+    ``-Remaining``, ``-Used``, ``-Reset`` in epoch seconds) or "ietf" (the draft's
+    ``RateLimit-Policy`` and ``RateLimit`` structured fields)."""
+    sliding_limit: int | None = None
+    """Sliding window, as HAProxy's ``sc_http_req_rate(0) gt N``: a request is refused
+    with ``sliding_status`` when more than this many requests arrived in the last
+    ``sliding_seconds``, itself and the refused ones included, so a client that keeps
+    knocking stays refused ("sliding" in the log)."""
+    sliding_seconds: float = 10.0
+    sliding_status: int = 429
+    sliding_retry_after: RetryAfter = None
+    workers: int | None = None
+    """A queueing origin: this many requests are served at once and the others wait in
+    a first-in, first-out queue. It never refuses; only the latency shows the queue."""
+    block_limit: int | None = None
+    """A block, as Apache's mod_evasive: more than this many requests within
+    ``block_interval`` seconds blocks the client for ``block_seconds``; every request
+    during a block gets 403 and renews it ("block" in the log)."""
+    block_interval: float = 1.0
+    block_seconds: float = 10.0
+
     # -- failures
     error_rate: float = 0.0
     """Fraction of page requests answered 500 (seeded)."""
@@ -211,6 +245,19 @@ class HostSpec:
             fail("rate must be positive")
         if self.rate is not None and self.burst < 1:
             fail("burst must be at least 1")
+        for name in ("window_limit", "sliding_limit", "workers", "block_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                fail(f"{name} must be at least 1")
+        for name in ("window_seconds", "sliding_seconds", "block_interval", "block_seconds"):
+            if not getattr(self, name) > 0:
+                fail(f"{name} must be positive")
+        if self.quota_headers not in (None, *QUOTA_HEADERS):
+            fail(f"quota_headers {self.quota_headers!r} is not one of {', '.join(QUOTA_HEADERS)}")
+        if self.quota_headers is not None and self.window_limit is None:
+            fail("quota_headers tell a fixed window's quota: set window_limit")
+        if not 400 <= self.sliding_status <= 599:
+            fail(f"sliding_status {self.sliding_status} is not an error status")
         if self.crawl_delay is not None and self.crawl_delay < 0:
             fail("crawl_delay must not be negative")
         if self.robots_mode not in ROBOTS_MODES:

@@ -91,6 +91,25 @@ def wait_listening(
             time.sleep(0.05)
 
 
+def wait_port(
+    address: str, port: int, process: subprocess.Popen[bytes], log: Path, name: str
+) -> None:
+    """Until ``address:port`` accepts connections; an error with ``log``'s tail when
+    the server exits or does not listen in START_SECONDS."""
+    deadline = time.monotonic() + START_SECONDS
+    while True:
+        if process.poll() is not None:
+            error = log.read_text(errors="replace") if log.exists() else ""
+            raise RuntimeError(f"{name} exited ({process.returncode}) at start:\n{error[-3000:]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not listen on {address}:{port} in {START_SECONDS} s")
+        try:
+            with socket.create_connection((address, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     """A graceful stop (SIGQUIT: finish the requests in flight, flush the logs), then a
     kill if nginx has not gone in STOP_SECONDS."""

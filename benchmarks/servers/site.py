@@ -194,3 +194,44 @@ def walk(site: Site) -> None:
             if target not in seen and site.allowed(target):
                 seen.add(target)
                 todo.append(target)
+
+
+def static_page(title: str, hrefs: Iterable[str], padding: int) -> bytes:
+    items = "\n".join(f'<li><a href="{href}">{html.escape(href)}</a></li>' for href in hrefs)
+    text = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * (padding // 57 + 1)
+    return (
+        f"<!DOCTYPE html>\n<html><head><title>{html.escape(title)}</title></head>\n"
+        f"<body><h1>{html.escape(title)}</h1>\n<ul>\n{items}\n</ul>\n<p>{text}</p>\n"
+        "</body></html>\n"
+    ).encode()
+
+
+def build_static_site(root: Path, pages: int = 120, broken: int = 12, seed: int = 0) -> Site:
+    """A generated static site for the limiters' hosts: a home page linking every
+    tenth page and ``broken`` missing ones (404), and ``pages`` pages of about 2 KB,
+    each linking the next two and two others (seeded), so that a crawl that follows
+    links reaches them all and one lost page never cuts the chain. No robots.txt."""
+    import random
+
+    rng = random.Random(seed)
+    bodies: dict[str, bytes] = {}
+    home = [f"p/{i}.html" for i in range(0, pages, 10)]
+    home += [f"missing/{k}.html" for k in range(broken)]
+    bodies["/index.html"] = static_page("A static site", home, 200)
+    for i in range(pages):
+        targets = [j for j in (i + 1, i + 2) if j < pages]
+        targets += rng.sample(range(pages), min(2, pages))
+        hrefs = [f"{j}.html" for j in targets] + ["../index.html"]
+        bodies[f"/p/{i}.html"] = static_page(f"Page {i}", hrefs, 2000)
+    for path, body in bodies.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body)
+    (root / "404.html").write_bytes(NOT_FOUND_PAGE)
+    sizes = {path: len(body) for path, body in bodies.items()}
+    sizes["/"] = sizes["/index.html"]
+    links = {path: page_links(path, body) for path, body in bodies.items()}
+    links["/"] = links["/index.html"]
+    site = Site(root=root, sizes=sizes, links=links)
+    walk(site)
+    return site

@@ -1,5 +1,6 @@
-"""What nginx saw: its access log (``log_format bench`` in nginx.conf.in), read back into
-per-host figures. Every figure of the benchmark comes from here, the server's view."""
+"""What a server saw: nginx's access log (``log_format bench`` in nginx.conf.in), and
+HAProxy's and Apache's lines read into the same entries, back into per-host figures.
+Every figure of the benchmark comes from here, the server's view."""
 
 from __future__ import annotations
 
