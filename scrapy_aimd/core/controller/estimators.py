@@ -23,7 +23,6 @@ BASELINE_QUANTILE = 0.1
 """The baseline is this low percentile of the remembered pages (never the
 fastest of two or more): a typical fast page, not a cached outlier."""
 
-
 MEDIAN_PAGES = 2
 """A limit's median is of two pages at least: one page alone is no median."""
 

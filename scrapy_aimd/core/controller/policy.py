@@ -8,9 +8,11 @@ A host is in one of four phases, each with one job (as TCP BBR's are):
     floor. Ends at the first refusal, or when the host's pages slow with the
     load (requests wait inside it).
 ``steady``
-    Stay just below what the host takes, and look for more now and then. A
-    full round of good answers whose pages stayed as fast adds one to the
-    limit; the gap narrows by ``MARGIN`` once per probe period.
+    Stay just below what the host takes, and look for more. A full round of
+    good answers whose pages stayed as fast adds one to the limit. The gap
+    closes on the spacing last refused by halving the distance per stretch
+    the host took (refused on the way: back to the last gap taken), then
+    narrows by ``MARGIN`` once per probe period.
 ``backing_off``
     The host refused where the gap set the pace. Each refusal doubles the gap
     (never wider than a quarter of the refusals' age); the first accepted
@@ -59,8 +61,7 @@ LONE_AFTER = 50
 not acted on): below 2 % of requests, backing off would cost more than it
 saves. The same 2 % sets the probe period: at most one probe per 50 answers."""
 DEFAULT_SPACING = 1.0
-"""The gap after a refusal when no accepted spacing was measured: one request
-a second, the classic polite pace."""
+"""The gap after a refusal with no spacing measured: the classic one request a second."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
@@ -188,10 +189,13 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         return False  # no episode, or a request from before it
     if s.phase == "outage":
         set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
-        _set_limit(
-            s, min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency, now
-        )
+        most = min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency
+        _set_limit(s, most, now)
         s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
+    elif s.phase == "backing_off" and s.taken > s.outage.gap:
+        # Refused a step below a gap it took for a stretch: back to it (bisection).
+        set_gap(s, s.taken, r.min_delay, r.max_delay)
+        s.phase = "steady"
     elif s.phase == "backing_off" and rate is not None:
         confirmed = previous is not None and previous <= GROWTH * rate and s.rate.counted > 1
         # One cycle may be a window or a pause: until a second confirms it, the
@@ -204,6 +208,10 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured
         set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = "startup"
+    if s.taken and s.taken <= s.outage.gap and s.phase == "steady":
+        # Refused at a gap it took: a window's memory; the cycle's rate holds.
+        s.hold = s.gap / (1.0 + MARGIN)
+    s.taken, s.stretch = 0.0, s.since_refusal + _stretch(s)
     s.outage.end()
     s.probe_at = now + _probe_period(s)
     s.hold_until = now + max(LONE_AFTER * s.rate.waited, 2 * LONE_AFTER * s.gap)
@@ -211,16 +219,21 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
 
 
 def _probe_period(s: HostState) -> float:
-    """The first step after a refusal lasts ``LONE_AFTER`` answers (and one
-    reopening of the host's window), each later one a step shorter."""
+    """A probe lasts ``LONE_AFTER`` answers and a window's reopening, each a step shorter."""
     return max(s.rate.waited, LONE_AFTER * s.gap / (s.probes + 1))
 
 
+def _stretch(s: HostState) -> int:
+    """Answers a gap is held for: the host's last run (a burst, a quota), a round at least."""
+    return max(2, s.limit, s.rate.counted)
+
+
 def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
-    """Startup halves the gap's excess per good answer; steady narrows it by
-    ``MARGIN``, a step more each time, once per probe period. Neither goes
-    below ``MARGIN`` above the spacing last refused, until that is forgotten:
-    after 50 of the host's waits, or 100 answers (a probe costs 2 % at most)."""
+    """Startup halves the gap's excess per good answer; steady halves it per
+    stretch taken, then narrows it by ``MARGIN``, a step more each time, once
+    per probe period. Neither goes below ``MARGIN`` above the spacing last
+    refused, until that is forgotten: after 50 of the host's waits, or 100
+    answers (a probe costs 2 % at most)."""
     low = floor(s, r.min_delay)
     if now < s.hold_until:
         low = max(low, (1.0 + MARGIN) * s.hold)
@@ -228,6 +241,11 @@ def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
         return
     if s.phase == "startup":
         set_gap(s, low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
+    elif s.hold and now < s.hold_until:
+        if s.since_refusal >= s.stretch:  # halve the distance to the bracket's end
+            s.taken, gap = s.gap, low + (s.gap - low) / 2.0
+            set_gap(s, low if gap - low < MARGIN * low else gap, r.min_delay, r.max_delay)
+            s.stretch = s.since_refusal + _stretch(s)
     elif now >= s.probe_at:
         s.probes += 1
         set_gap(s, max(low, s.gap / (1.0 + MARGIN) ** s.probes), r.min_delay, r.max_delay)

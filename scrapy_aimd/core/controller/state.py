@@ -49,6 +49,10 @@ class HostState:
     """The spacing the host last refused at the gap (0: none) ..."""
     hold_until: float = -math.inf
     """... which the gap stays a margin above until then."""
+    taken: float = 0.0
+    """The gap last taken for a stretch (0: none): with ``hold``, the gap's bracket."""
+    stretch: int = 0
+    """``since_refusal`` at which the gap next halves its way towards ``hold``."""
     halved: bool = False
     """The last decrease halved the limit (an overload, not a gap)."""
     over: int = 0
@@ -148,6 +152,8 @@ def _fields(s: HostState, data: Mapping[str, Any]) -> None:
     s.halved = _flag(data, "halved")
     s.hold = _number(data, "hold", 0.0)
     s.hold_until = _time(data, "hold_until", -math.inf)
+    s.taken = _number(data, "taken", 0.0)
+    s.stretch = _whole(data, "stretch", 0, 0)
     s.since_refusal = _whole(data, "since_refusal", 0, 0)
     s.answered_well = _flag(data, "answered_well")
     cut = data.get("cut")
