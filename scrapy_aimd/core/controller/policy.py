@@ -224,8 +224,9 @@ def _probe_period(s: HostState) -> float:
 
 
 def _stretch(s: HostState) -> int:
-    """Answers a gap is held for: the host's last run (a burst, a quota), a round at least."""
-    return max(2, s.limit, s.rate.counted)
+    """Answers a gap is held for: the host's last run (a burst, a quota), a round at
+    least, ``LONE_AFTER`` at most (a probe costs 2 % at most)."""
+    return max(2, s.limit, min(s.rate.counted, LONE_AFTER))
 
 
 def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
