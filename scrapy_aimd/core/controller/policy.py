@@ -136,8 +136,7 @@ def _refused(
     kind: Outcome = "rate_limit" if answer.kind == "rate_limit" else "overload"
     refused = kind == "rate_limit" or s.answered_well
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
-    # A timeout comes a timeout late: from before the limit last changed, it
-    # speaks of a load that is gone.
+    # A timeout from before the limit last changed speaks of a load that is gone.
     stale = answer.timeout and ticket.started < s.level_since
     s.since_refusal = 0
     if lone or stale or ticket.round != s.round:
@@ -183,7 +182,7 @@ def _widen_gap(
 
 def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> bool:
     """The host took a request: a cycle may end, and with it an episode (True)."""
-    previous, refusing = s.rate.rate, s.rate.refused_since is not None
+    previous, refusing, confirmed = s.rate.rate, s.rate.refused_since is not None, False
     rate = s.rate.accept(ticket.started)
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
@@ -206,12 +205,12 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         set_gap(s, (1.0 + MARGIN) * run, r.min_delay, r.max_delay)
         s.phase = "steady" if confirmed else "startup"
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured
-        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = "startup"
-    if s.taken and s.taken <= s.outage.gap and s.phase == "steady":
-        # Refused at a gap it took: a window's memory; the cycle's rate holds.
-        s.hold = s.gap / (1.0 + MARGIN)
-    s.taken, s.stretch = 0.0, s.since_refusal + _stretch(s)
+    # Refused at a gap it took (a window, a burst spent): the cycle's rate holds for
+    # LONE_AFTER answers. A confirmed cycle was a stretch at its rate: step now.
+    void = s.taken and s.taken <= s.outage.gap and s.phase == "steady"
+    first = LONE_AFTER if void else 0 if confirmed and not s.taken else _stretch(s)
+    s.taken, s.stretch = 0.0, s.since_refusal + first
     s.outage.end()
     s.probe_at = now + _probe_period(s)
     s.hold_until = now + max(LONE_AFTER * s.rate.waited, 2 * LONE_AFTER * s.gap)
@@ -224,9 +223,9 @@ def _probe_period(s: HostState) -> float:
 
 
 def _stretch(s: HostState) -> int:
-    """Answers a gap is held for: the host's last run (a burst, a quota), a round at
+    """Answers a gap is held for: the host's last run (a burst, a quota), two at
     least, ``LONE_AFTER`` at most (a probe costs 2 % at most)."""
-    return max(2, s.limit, min(s.rate.counted, LONE_AFTER))
+    return max(2, min(s.rate.counted, LONE_AFTER))
 
 
 def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
