@@ -290,17 +290,55 @@ def window_cycle(host: HostController, now: float, edge: float) -> float:
     return now
 
 
-def test_a_second_cycle_like_the_first_sets_the_gap_from_the_cycles_rate() -> None:
-    """A fixed window of 60 per 10 s. The first cycle may be a pause as well as a
-    window: the next run goes at the pace the last was taken at. The second
-    cycle confirms the first: the gap becomes what the host took over it."""
+def test_a_cycle_sets_the_gap_from_its_rate() -> None:
+    """A fixed window of 60 per 10 s: the cycle's rate bounds the host's from
+    below, whatever the spacing at which it refused; the second cycle confirms it."""
     host = make(adaptive=False, max_concurrency=1)
     first = window_cycle(host, 0.0, 10.0)
-    assert host.phase(first) == "startup"
-    assert host.delay == pytest.approx((1 + MARGIN) * 0.06, rel=0.2)  # the run's pace
+    assert host.phase(first) == "steady"
+    assert host.delay == pytest.approx((1 + MARGIN) * first / 60, rel=0.05)
     second = window_cycle(host, first, 20.0)
     assert host.phase(second) == "steady"
     assert host.delay == pytest.approx((1 + MARGIN) * (second - first) / 61, rel=0.05)
+
+
+def good_until_the_gap_changes(host: HostController, now: float) -> float:
+    """Good answers one at a time until the gap changes; the time after."""
+    gap = host.delay
+    for _ in range(1000):
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+        now += 0.01
+        if host.delay != gap:
+            return now
+    raise AssertionError("the gap never changed")
+
+
+def test_the_gap_closes_on_the_refused_spacing_by_halves_and_a_refused_step_goes_back() -> None:
+    """Between the cycle's rate and the spacing refused, each stretch the host
+    takes halves the distance (logarithmic time, as a bisection); a step the
+    host refuses goes back to the last gap it took."""
+    host = make(adaptive=False, max_concurrency=1)
+    now = refused_run(host, 0.0, 5, 0.2)  # refused 0.2 s after the last taken
+    while (now := max(now, host.ready_at(now))) < 3.0:
+        host.finish(host.start(now), now + 0.01, status=429)
+        now += 0.01
+    host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+    gaps = [host.delay]
+    for _ in range(3):
+        now = good_until_the_gap_changes(host, now)
+        gaps.append(host.delay)
+    low = (1 + MARGIN) * 0.2
+    assert gaps[0] > gaps[1] > gaps[2] > gaps[3] >= low
+    assert gaps[2] - low == pytest.approx((gaps[1] - low) / 2, rel=0.01)
+    taken = gaps[2]
+    now = max(now, host.ready_at(now))
+    host.finish(host.start(now), now + 0.01, status=429)
+    assert host.phase(now + 0.01) == "backing_off"
+    now = host.ready_at(now + 0.01)
+    host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+    assert host.phase(now + 0.01) == "steady"
+    assert host.delay == pytest.approx(taken)
 
 
 def test_a_pause_holds_every_start_until_it_ends() -> None:

@@ -11,14 +11,16 @@ A host is in one of four phases, each with one job (as TCP BBR's are):
     Stay just below what the host takes, and look for more. A full round of
     good answers whose pages stayed as fast adds one to the limit. The gap
     closes on the spacing last refused by halving the distance per stretch
-    the host took (refused on the way: back to the last gap taken), then
-    narrows by ``MARGIN`` once per probe period.
+    (as many answers as the host's last run; none after a cycle that confirms
+    the one before); refused on the way, it goes back to the last gap taken;
+    refused at a gap taken (a window, a burst spent), the cycle's rate holds
+    for ``LONE_AFTER`` answers. Later it narrows by ``MARGIN`` per probe period.
 ``backing_off``
     The host refused where the gap set the pace. Each refusal doubles the gap
     (never wider than a quarter of the refusals' age); the first accepted
     request ends the cycle, and the gap becomes what the host accepted over it,
-    with a margin (:class:`.estimators.AcceptedRate`). The next phase is
-    ``steady`` if that rate confirms the cycle before, else ``startup`` again.
+    with a margin (:class:`.estimators.AcceptedRate`): a lower bound of the
+    host's rate, whatever the spacing it refused. Then ``steady``.
 ``outage``
     Backing off from overloads (503s, timeouts) at a gap four times the
     spacing the host took before: the host is down, not counting. The first
@@ -197,13 +199,10 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         s.phase = "steady"
     elif s.phase == "backing_off" and rate is not None:
         confirmed = previous is not None and previous <= GROWTH * rate and s.rate.counted > 1
-        # One cycle may be a window or a pause: until a second confirms it, the
-        # next run goes at the pace the last one was accepted at.
-        spacing = s.outage.spacing
-        paced = not confirmed and spacing is not None and s.rate.counted > 1  # one: no pace
-        run = spacing if paced and spacing is not None else 1.0 / rate
-        set_gap(s, (1.0 + MARGIN) * run, r.min_delay, r.max_delay)
-        s.phase = "steady" if confirmed else "startup"
+        # The cycle's rate bounds the host's from below: go at it, and close on the
+        # spacing refused from there (a window's next refusal confirms it).
+        set_gap(s, (1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
+        s.phase = "steady"
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured
         s.phase = "startup"
     # Refused at a gap it took (a window, a burst spent): the cycle's rate holds for
@@ -241,7 +240,7 @@ def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
         return
     if s.phase == "startup":
         set_gap(s, low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
-    elif s.hold and now < s.hold_until:
+    elif now < s.hold_until:
         if s.since_refusal >= s.stretch:  # halve the distance to the bracket's end
             s.taken, gap = s.gap, low + (s.gap - low) / 2.0
             set_gap(s, low if gap - low < MARGIN * low else gap, r.min_delay, r.max_delay)
@@ -283,7 +282,7 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
         s.over = 0  # the limit the host refused was served: try above it
     grown = 2 * s.limit if s.phase == "startup" else s.limit + 1
     if s.over and grown >= s.over:
-        grown = s.over if s.since_refusal >= 2 * LONE_AFTER else s.over - 1
+        grown = s.over if s.since_refusal >= 2 * LONE_AFTER and now >= s.hold_until else s.over - 1
     _set_limit(s, max(s.limit, min(grown, r.max_concurrency)), now)
 
 
