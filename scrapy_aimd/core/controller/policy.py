@@ -11,8 +11,8 @@ A host is in one of four phases, each with one job (as TCP BBR's are):
     Stay just below what the host takes, and look for more. A full round of
     good answers whose pages stayed as fast adds one to the limit. The gap
     closes on the spacing last refused by halving the distance per stretch
-    (as many answers as the host's last run; none after a cycle that confirms
-    the one before); refused on the way, it goes back to the last gap taken;
+    (as many answers as the host's last run; none after a cycle, which was a
+    stretch at its own rate); refused on the way, it goes back to the last gap taken;
     refused at a gap taken (a window, a burst spent), the cycle's rate holds
     for ``LONE_AFTER`` answers. Later it narrows by ``MARGIN`` per probe period.
 ``backing_off``
@@ -184,7 +184,7 @@ def _widen_gap(
 
 def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> bool:
     """The host took a request: a cycle may end, and with it an episode (True)."""
-    previous, refusing, confirmed = s.rate.rate, s.rate.refused_since is not None, False
+    refusing = s.rate.refused_since is not None
     rate = s.rate.accept(ticket.started)
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
@@ -198,17 +198,17 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         set_gap(s, s.taken, r.min_delay, r.max_delay)
         s.phase = "steady"
     elif s.phase == "backing_off" and rate is not None:
-        confirmed = previous is not None and previous <= GROWTH * rate and s.rate.counted > 1
         # The cycle's rate bounds the host's from below: go at it, and close on the
         # spacing refused from there (a window's next refusal confirms it).
         set_gap(s, (1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
         s.phase = "steady"
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured
+        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = "startup"
     # Refused at a gap it took (a window, a burst spent): the cycle's rate holds for
-    # LONE_AFTER answers. A confirmed cycle was a stretch at its rate: step now.
+    # LONE_AFTER answers. A cycle was a stretch at its own rate: step now.
     void = s.taken and s.taken <= s.outage.gap and s.phase == "steady"
-    first = LONE_AFTER if void else 0 if confirmed and not s.taken else _stretch(s)
+    first = LONE_AFTER if void else 0 if rate and not s.taken else _stretch(s)
     s.taken, s.stretch = 0.0, s.since_refusal + first
     s.outage.end()
     s.probe_at = now + _probe_period(s)
