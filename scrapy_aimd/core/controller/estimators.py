@@ -163,13 +163,15 @@ class Outage:
     """The limits and phase from before the first refusal."""
     spacing: float | None = None
     """The spacing the host accepted before it, if one was measured."""
+    refusals: int = 0
+    """Refusals acted on since: more than one with nothing accepted, a closure."""
 
     def begin(
         self, now: float, gap: float, limit: int, phase: Phase, spacing: float | None
     ) -> None:
         if self.since is None:
             self.since, self.gap, self.limit, self.phase = now, gap, limit, phase
-            self.spacing = spacing
+            self.spacing, self.refusals = spacing, 0
 
     def proven(self, gap: float, proof: float) -> bool:
         """The host refused a gap ``proof`` times the spacing it took before: not

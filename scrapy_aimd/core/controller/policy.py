@@ -148,7 +148,7 @@ def _refused(
     if s.outage.since is None:
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
     s.rate.refuse(now)
-    s.round += 1
+    s.round, s.outage.refusals = s.round + 1, s.outage.refusals + 1
     s.probes = 0
     limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
     s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
@@ -202,11 +202,11 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
         # spacing refused from there (a window's next refusal confirms it).
         set_gap(s, (1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
         s.phase = "steady"
-    elif s.phase == "backing_off":  # nothing accepted before: nothing measured
-        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
+    elif s.phase == "backing_off":  # nothing accepted before: nothing measured; a
+        if s.outage.refusals > 1:  # closure's gap from before comes back, a pace's not
+            set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = "startup"
-    # Refused at a gap it took (a window, a burst spent): the cycle's rate holds for
-    # LONE_AFTER answers. A cycle was a stretch at its own rate: step now.
+    # Refused at a gap it took (a window, a burst): the cycle's rate, LONE_AFTER answers.
     void = s.taken and s.taken <= s.outage.gap and s.phase == "steady"
     first = LONE_AFTER if void else 0 if rate and not s.taken else _stretch(s)
     s.taken, s.stretch = 0.0, s.since_refusal + first
@@ -222,8 +222,7 @@ def _probe_period(s: HostState) -> float:
 
 
 def _stretch(s: HostState) -> int:
-    """Answers a gap is held for: the host's last run (a burst, a quota), two at
-    least, ``LONE_AFTER`` at most (a probe costs 2 % at most)."""
+    """Answers a gap is held for: the host's last run (a burst, a quota), 2 to 50."""
     return max(2, min(s.rate.counted, LONE_AFTER))
 
 
