@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from scrapy_aimd.settings import CARRIED_SETTINGS, CARRIED_SLOTS, AimdSettingsError
+from scrapy_aimd.settings import (
+    CARRIED_SETTINGS,
+    CARRIED_SLOTS,
+    REMOVED_CONTROLLER_SETTINGS,
+    AimdSettingsError,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -402,10 +407,11 @@ def _path(value: object) -> str:
 
 #: Settings that were removed, and what replaced them.
 REMOVED_SETTINGS = {
-    "AIMD_DELAY_STEP": (
-        "the gap now closes in logarithmic time (halving towards its floor); "
-        "AIMD_RECOVERY sets how fast"
-    ),
+    "AIMD_DELAY_STEP": "the gap now closes by what the host accepted, in logarithmic time",
+    **{
+        name: "the controller now measures what it tuned, and it is ignored"
+        for name in REMOVED_CONTROLLER_SETTINGS
+    },
 }
 #: The fleet's settings (docs/fleet.rst), read by scrapy_aimd.fleet.
 FLEET_SETTINGS = (

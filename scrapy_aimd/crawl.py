@@ -20,6 +20,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_aimd.core.controller.answer import is_refusal
 from scrapy_aimd.core.hosts import host_key_from_netloc, origin_from_netloc
 from scrapy_aimd.events import check_events_file, spider_params
 from scrapy_aimd.give_up import META as GIVE_UP_META
@@ -151,9 +152,7 @@ def may_be_refusal(cfg: ControllerConfig, status: int | None, *, timeout: bool) 
     controller has read it: a throttle status, or a timeout. The one place
     outside the controller that says so (a fleet worker sends the others
     only such answers at once: the rest may wait for its next claim)."""
-    if status is None:
-        return timeout
-    return status in cfg.throttle_codes
+    return is_refusal(status, timeout, cfg.throttle_codes)
 
 
 def request_depth(request: Request) -> int:

@@ -15,6 +15,8 @@ from collections.abc import Collection
 
 from scrapy.exceptions import IgnoreRequest
 
+from scrapy_aimd.core.controller.answer import is_refusal
+
 SETTING = "AIMD_HOST_GIVE_UP"
 DEFAULT = 600.0
 #: Set on a request of a host given up on: the feedback middleware fails it.
@@ -47,7 +49,7 @@ class GiveUpBudget:
         """An answer of the host, ``status`` None for a failure: a timeout or a
         throttle status is trouble, any other status a success, and a failure
         without either changes nothing. True when this uses up its budget."""
-        if timeout or (status is not None and status in throttle_codes):
+        if is_refusal(status, timeout, throttle_codes):
             return self.troubled(host, now)
         if status is not None:
             self.succeeded(host)

@@ -10,6 +10,7 @@ so this module does not import Scrapy.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import numbers
 import operator
@@ -21,6 +22,8 @@ import idna
 
 from scrapy_aimd.core.controller import INT_MINIMUMS, ControllerConfig
 from scrapy_aimd.core.hosts import DEFAULT_PORTS, split_host_port
+
+logger = logging.getLogger(__name__)
 
 
 class SettingsLike(Protocol):
@@ -196,6 +199,11 @@ _CONTROLLER_FIELDS: dict[str, str] = {
     "AIMD_LATENCY_FACTOR": "latency_factor",
     "AIMD_THROTTLE_CODES": "throttle_codes",
     "AIMD_MAX_RETRY_AFTER": "max_retry_after",
+}
+
+#: Settings of the controller's internals that were removed (the controller now
+#: measures what they tuned): a project that still sets one is warned, not stopped.
+REMOVED_CONTROLLER_SETTINGS: dict[str, str] = {
     "AIMD_RECOVERY": "recovery",
     "AIMD_MARGIN": "margin",
     "AIMD_PROBE_TIME": "probe_time",
@@ -468,6 +476,14 @@ def _read_hosts(
             raise AimdSettingsError("AIMD_HOSTS", value, expected_key)
         if not isinstance(fields_, Mapping):
             raise AimdSettingsError(f"AIMD_HOSTS[{key!r}]", fields_, expected)
+        removed = set(REMOVED_CONTROLLER_SETTINGS.values())
+        for field_name in [f for f in fields_ if f in removed]:
+            logger.warning(
+                "AIMD_HOSTS[%r].%s was removed and is ignored: the controller measures it",
+                key,
+                field_name,
+            )
+        fields_ = {f: v for f, v in fields_.items() if f not in removed}
         for field_name in fields_:
             if field_name not in known:
                 raise AimdSettingsError(

@@ -98,14 +98,15 @@ def test_a_misspelled_setting_is_named_with_the_closest_known_one(
     with caplog.at_level(logging.WARNING, logger="scrapy_aimd.addon"):
         apply(
             {"AIMD_MAX_CONCURENCY": 3, "AIMD_MIN_DELAY": 0.1, "AIMD_FOO": 1},
-            {"AIMD_DELAY_STEP": 0.2},
+            {"AIMD_DELAY_STEP": 0.2, "AIMD_MARGIN": 0.3},
         )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        "AIMD_DELAY_STEP was removed: the gap now closes in logarithmic time "
-        "(halving towards its floor); AIMD_RECOVERY sets how fast",
+        "AIMD_DELAY_STEP was removed: the gap now closes by what the host accepted, "
+        "in logarithmic time",
         # a name like no setting gets no guess (the shared AIMD_ made AIMD_HOSTS one)
         "Unknown setting AIMD_FOO is ignored",
+        "AIMD_MARGIN was removed: the controller now measures what it tuned, and it is ignored",
         "Unknown setting AIMD_MAX_CONCURENCY is ignored; did you mean AIMD_MAX_CONCURRENCY?",
     ]
 

@@ -27,11 +27,12 @@ from scrapy_aimd.core.controller import (
     Ticket,
 )
 
+BOOKKEEPING = ("in_flight", "last_start", "previous_start", "last_serial", "level_full")
+
 
 def learnt(state: dict[str, Any]) -> dict[str, Any]:
-    """What the controller learnt of the host, without the bookkeeping of starts
-    (the ``memory`` of :meth:`HostController.state`)."""
-    return {key: value for key, value in state.items() if key != "memory"}
+    """What the controller learnt of the host, without the bookkeeping of starts."""
+    return {key: value for key, value in state.items() if key not in BOOKKEEPING}
 
 
 configs = st.builds(
@@ -321,7 +322,7 @@ def test_a_refusal_is_read_by_what_set_the_pace(
             host.finish(ticket, now, status=200, latency=0.05)
     now = max(now, host.ready_at(now))
     limit, gap, floor = host.concurrency, host.delay, host.floor
-    steady_for = host.state()["memory"]["since_refusal"]
+    steady_for = host.state()["since_refusal"]
     tickets = []
     while host.ready_at(now) <= now:
         tickets.append(host.start(now))
@@ -447,10 +448,9 @@ pushbacks = st.lists(
 def test_after_pushbacks_healthy_answers_bring_the_gap_to_its_floor(
     cfg: ControllerConfig, events: list[tuple[str, float | None, float]], latency: float
 ) -> None:
-    """However the host pushed back, healthy answers bring the gap to its floor: by
-    halving from far above, then gently near a spacing the host refused, in a bounded
-    number of answers (slow gaps: as often in requests as a fast host probes) or a
-    bounded time (fast gaps: a few probe times)."""
+    """However the host pushed back, healthy answers bring the gap to its floor in a
+    bounded time: the gap holds a margin above a spacing the host refused for 50 of
+    its waits or 100 answers at most, then narrows a step more each probe."""
     host = HostController(cfg)
     now = 0.0
     for kind, retry_after, dt in events:
@@ -466,10 +466,10 @@ def test_after_pushbacks_healthy_answers_bring_the_gap_to_its_floor(
         else:
             host.finish(ticket, now, status=int(kind), latency=dt, retry_after=retry_after)
     start, answers = now, 0
-    bound = cfg.max_retry_after + 2 * cfg.max_delay + 5 * cfg.probe_time
+    bound = 100 * (cfg.max_retry_after + 2 * cfg.max_delay) + 1000
     while host.delay > host.floor:
         now = max(now, host.ready_at(now))
-        assert now - start <= bound or answers <= 4 * cfg.probe_requests + 64, host
+        assert now - start <= bound, host
         host.finish(host.start(now), now + latency, status=200, latency=latency)
         now += latency
         answers += 1
@@ -508,7 +508,7 @@ def test_in_an_outage_the_gap_grows_by_a_quarter_or_to_a_quarter_of_its_age(
         gap, limit = host.delay, host.concurrency
         ticket = host.start(now)
         now += dt
-        if kind == "timeout":
+        if kind == "timeout" or 503 not in cfg.throttle_codes:  # else an answer, not a refusal
             reaction = host.fail(ticket, now, timeout=True)
         else:
             reaction = host.finish(ticket, now, status=503, latency=dt)
@@ -534,9 +534,9 @@ def test_in_an_outage_the_gap_grows_by_a_quarter_or_to_a_quarter_of_its_age(
 def test_pages_that_do_not_slow_with_the_load_never_end_slow_start(
     latency: float, max_concurrency: int, jitter: list[float]
 ) -> None:
-    """Pages within 10 % of one latency, whatever the load: no round is KNEE_RISE
-    (1.25) times slower than another, so slow start doubles up to the limit in
-    log2(max_concurrency) + 1 full rounds."""
+    """Pages within 10 % of one latency, whatever the load: no limit's pages are
+    a quarter slower than another's (``policy.JITTER``), so slow start doubles up
+    to the limit in log2(max_concurrency) + 1 full rounds."""
     host = HostController(ControllerConfig(max_concurrency=max_concurrency))
     now, answered = 0.0, 0
     for _ in range(math.ceil(math.log2(max_concurrency)) + 1):

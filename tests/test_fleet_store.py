@@ -414,7 +414,7 @@ def _drive(
     return differences
 
 
-SMALL = ControllerConfig(min_delay=0.0, max_delay=0.3, initial_backoff=0.05, max_concurrency=4)
+SMALL = ControllerConfig(min_delay=0.0, max_delay=0.3, max_concurrency=4)
 #: Growth, overload, rate limits, timeouts and Retry-After pauses, with requests
 #: in flight together once the limit has grown.
 EVENTS: list[object] = [200] * 5 + [503, 200, 200, 200, 429, 200, "timeout", 200, (503, 0.05)]
@@ -430,16 +430,12 @@ def test_one_worker_applies_every_rule_as_a_local_controller(frontier: Frontiers
     assert worker.counters.conflicts == 0
 
 
-def test_a_claim_reads_a_doubled_limits_ramp_as_its_gap() -> None:
-    """The claim script spaces a host's starts by its gap alone: while a doubled
-    limit opens one start at a time, the gap it reads is the ramp's pace, and the
-    controller's own once the ramp is over."""
-    local, now = mixed_host_at(8)  # robots.txt in 2 ms, pages of 0.4 s
-    assert local.delay == 0.0 and local.ramp_pace > 0.0
-    assert limits_of(local) == (local.ramp_pace, 8, -math.inf)
-    for _ in range(8):
-        local.start(max(now, local.ready_at(now)))
-    assert limits_of(local) == (0.0, 8, -math.inf)
+def test_a_claim_reads_the_controllers_limits() -> None:
+    """The claim script gates a host by the limits the controller decided: its
+    gap, its limit and its pause (tests/test_gate_lua.py: the same gate)."""
+    local, _ = mixed_host_at(8)  # robots.txt in 2 ms, pages of 0.4 s
+    assert limits_of(local) == (local.delay, 8, -math.inf)
+    assert tuple(limits_of(local)) == tuple(local.limits)
 
 
 def test_workers_taking_turns_apply_what_the_state_carries(frontier: Frontiers) -> None:
@@ -677,7 +673,7 @@ def test_a_throttled_hold_slows_its_host_down(frontier: Frontiers) -> None:
     reaction = keeper.finish(robots, status=503, latency=0.002, done=True, page=False)
     assert reaction is not None and reaction.decreased
     view = host_view(other, "h")
-    assert view is not None and view.delay == SMALL.initial_backoff
+    assert view is not None and view.delay == SMALL.max_delay  # the default 1 s, capped
     other.push([Item("h", b"page")])
     waiting = claim_one(other)
     assert isinstance(waiting, Wait) and waiting.ready_at > waiting.now

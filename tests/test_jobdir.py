@@ -395,7 +395,7 @@ HOST_CFG = ControllerConfig(max_concurrency=4, min_delay=0.5)
 #: monotonic clock restarted (a reboot).
 SAVED_AT, RESUMED_AT = 5000.0, 10.0
 #: Memory fields that are times on the controller's clock.
-TIMES = ("last_start", "previous_start", "pause_start", "pause_until", "latency_since")
+TIMES = ("last_start", "previous_start", "paused_until", "level_since", "probe_at", "hold_until")
 
 
 def open_jobdir(path: Path, now: float, hosts: dict[str, HostController]) -> Jobdir:
@@ -457,13 +457,17 @@ def assert_moved(restored: HostController, original: HostController, offset: flo
     for ahead in (0.0, 0.3, 5.0, 100.0):
         now = RESUMED_AT + ahead
         assert restored.ready_at(now) == pytest.approx(expected.ready_at(now), abs=1.0), ahead
-    got, want = restored.state()["memory"], expected.state()["memory"]
+    got, want = restored.state(), expected.state()
     for key in TIMES:
         if want[key] is None:
             assert got[key] is None, key
         else:
             assert got[key] == pytest.approx(want[key], abs=1.0), key
-    assert got["accepted"] == pytest.approx(want["accepted"], abs=1.0)
+    for key in ("run_start", "refused_since"):
+        if want["rate"][key] is None:
+            assert got["rate"][key] is None, key
+        else:
+            assert got["rate"][key] == pytest.approx(want["rate"][key], abs=1.0), key
 
 
 @pytest.mark.parametrize("make", [pushed_back, paused], ids=["pushed-back", "paused"])
@@ -485,20 +489,25 @@ def test_a_hosts_times_come_back_on_the_resumed_crawls_clock(
 
 def test_a_state_saved_by_the_previous_format_still_loads(tmp_path: Path) -> None:
     """The previous format saved ``paused_until`` alone as POSIX time, the rest on
-    the saving run's clock: it loads as it did (the pause, and the times with it,
-    on the new clock; without a pause, the times as they were)."""
+    the saving run's clock, and its states were of version 3 at most: they load by
+    their limits, with the pause on the new clock."""
     first = open_jobdir(tmp_path, SAVED_AT, {})
     wall = time.time() - SAVED_AT
     for name, host in (("paused", paused(SAVED_AT)), ("pushed", pushed_back(SAVED_AT))):
-        state = host.state()
+        state = {**host.state(), "version": 3}
         if state["paused_until"] is not None:
             state["paused_until"] += wall
         first.store.save_state(f"host:{name}", {"controller": state, "saved": time.time()})
     first.close()
     resumed = open_jobdir(tmp_path, RESUMED_AT, {})
     restored = resumed.frontier.controller("paused")  # type: ignore[union-attr]
-    assert_moved(restored, paused(SAVED_AT), RESUMED_AT - SAVED_AT)
+    original = paused(SAVED_AT)
+    assert restored.paused_until == pytest.approx(
+        original.paused_until + RESUMED_AT - SAVED_AT, abs=1.0
+    )
+    assert (restored.delay, restored.concurrency) == (original.delay, original.concurrency)
     unmoved = resumed.frontier.controller("pushed")  # type: ignore[union-attr]
-    assert_moved(unmoved, pushed_back(SAVED_AT), 0.0)
+    original = pushed_back(SAVED_AT)
+    assert (unmoved.delay, unmoved.concurrency) == (original.delay, original.concurrency)
     assert resumed.stats.get_value("aimd/jobdir/hosts_restored") == 2
     resumed.close()

@@ -6,6 +6,7 @@ import dataclasses
 import decimal
 import fractions
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.settings import (
     CONTROLLER_SETTINGS,
+    REMOVED_CONTROLLER_SETTINGS,
     AimdSettingsError,
     HostConfigs,
     controller_configs,
@@ -69,15 +71,6 @@ def test_every_setting_reaches_its_field() -> None:
         "AIMD_LATENCY_FACTOR": 3.0,
         "AIMD_THROTTLE_CODES": [429],
         "AIMD_MAX_RETRY_AFTER": 600.0,
-        "AIMD_RECOVERY": 2.0,
-        "AIMD_MARGIN": 0.3,
-        "AIMD_PROBE_TIME": 60.0,
-        "AIMD_APPROACH_TIME": 5.0,
-        "AIMD_PROBE_REQUESTS": 50,
-        "AIMD_INITIAL_BACKOFF": 2.0,
-        "AIMD_LATENCY_WINDOW": 20.0,
-        "AIMD_PACE_WINDOW": 2.0,
-        "AIMD_PACE_SAMPLES": 10,
     }
     cfg = controller_configs(values).default
     assert cfg == ControllerConfig(
@@ -89,15 +82,6 @@ def test_every_setting_reaches_its_field() -> None:
         latency_factor=3.0,
         throttle_codes=frozenset({429}),
         max_retry_after=600.0,
-        recovery=2.0,
-        margin=0.3,
-        probe_time=60.0,
-        approach_time=5.0,
-        probe_requests=50,
-        initial_backoff=2.0,
-        latency_window=20.0,
-        pace_window=2.0,
-        pace_samples=10,
     )
     # Every field of the config has a setting, and every setting is listed.
     assert set(values) | {"AIMD_HOSTS"} == set(CONTROLLER_SETTINGS)
@@ -111,7 +95,6 @@ def test_strings_from_the_command_line() -> None:
         AIMD_MAX_CONCURRENCY="4",
         AIMD_ADAPTIVE_CONCURRENCY="false",
         AIMD_THROTTLE_CODES="429, 503,502",
-        AIMD_PROBE_REQUESTS="20",
         AIMD_HOSTS='{"example.com": {"max_concurrency": "2", "min_delay": "1.5"}}',
     )
     assert cfg.default.min_delay == 0.5
@@ -119,7 +102,6 @@ def test_strings_from_the_command_line() -> None:
     assert cfg.default.max_concurrency == 4
     assert cfg.default.adaptive is False
     assert cfg.default.throttle_codes == frozenset({429, 502, 503})
-    assert cfg.default.probe_requests == 20
     assert cfg.for_host("example.com").max_concurrency == 2
     assert cfg.for_host("example.com").min_delay == 1.5
 
@@ -161,15 +143,6 @@ def test_throttle_codes_forms(value: Any, codes: set[int]) -> None:
         ("AIMD_THROTTLE_CODES", [True]),
         ("AIMD_THROTTLE_CODES", 429),
         ("AIMD_MAX_RETRY_AFTER", -1),
-        ("AIMD_RECOVERY", 0),
-        ("AIMD_MARGIN", 0),
-        ("AIMD_PROBE_TIME", 0),
-        ("AIMD_APPROACH_TIME", 0),
-        ("AIMD_PROBE_REQUESTS", 0),
-        ("AIMD_INITIAL_BACKOFF", 0),
-        ("AIMD_LATENCY_WINDOW", 0),
-        ("AIMD_PACE_WINDOW", 0),
-        ("AIMD_PACE_SAMPLES", 2),
         ("AIMD_HOSTS", "not json"),
         ("AIMD_HOSTS", "[1, 2]"),
         ("AIMD_HOSTS", {"": {"min_delay": 1}}),
@@ -188,7 +161,7 @@ def test_an_invalid_value_names_the_setting_and_the_value(name: str, value: Any)
 
 @pytest.mark.parametrize(
     ("name", "minimum"),
-    [("AIMD_MAX_CONCURRENCY", 1), ("AIMD_PROBE_REQUESTS", 1), ("AIMD_PACE_SAMPLES", 3)],
+    [("AIMD_MAX_CONCURRENCY", 1)],
 )
 @pytest.mark.parametrize("value", [0, -1, 2.5, "2.5", "x", 10**30])
 def test_a_whole_number_setting_states_one_bound_whatever_the_value(
@@ -308,10 +281,20 @@ def test_scrapy_settings_work_too() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("value", [-1, 0, "0"])
-def test_a_positive_field_says_above_zero(value: object) -> None:
-    with pytest.raises(AimdSettingsError, match=r"AIMD_MARGIN=.*expected a finite number > 0"):
-        controller_configs({"AIMD_MARGIN": value})
+@pytest.mark.parametrize("name", sorted(REMOVED_CONTROLLER_SETTINGS))
+def test_a_removed_setting_is_ignored(name: str) -> None:
+    """The add-on warns about it (tests/test_addon.py); the config has no such field."""
+    cfg = controller_configs({name: 0}).default
+    assert cfg == ControllerConfig()
+
+
+def test_a_removed_field_in_aimd_hosts_is_ignored_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="scrapy_aimd.settings"):
+        cfg = controller_configs({"AIMD_HOSTS": {"a.com": {"margin": 0.3, "max_delay": 5}}})
+    assert cfg.for_host("a.com").max_delay == 5.0
+    assert "AIMD_HOSTS['a.com'].margin was removed" in caplog.text
 
 
 # -- the generic readers: nothing but a valid value or AimdSettingsError -------------

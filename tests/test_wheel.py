@@ -69,5 +69,5 @@ def test_the_wheel_holds_no_test_server(wheel_names: list[str]) -> None:
 def test_the_wheel_holds_the_type_marker_and_the_tracking_list(wheel_names: list[str]) -> None:
     assert "scrapy_aimd/py.typed" in wheel_names
     assert "scrapy_aimd/data/tracking_params.json" in wheel_names
-    assert "scrapy_aimd/core/controller.py" in wheel_names
+    assert "scrapy_aimd/core/controller/policy.py" in wheel_names
     assert "scrapy_aimd/addon.py" in wheel_names

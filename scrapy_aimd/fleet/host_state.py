@@ -10,8 +10,10 @@ failure, a Crawl-delay) is applied by restoring the controller with
 ``state()`` again. Since ``state()`` carries the controller's whole memory, a
 host shared by any number of workers goes exactly as one controller fed every
 start and every answer in order. Only what a claim needs to decide alone, on
-the server, is read out of the controller: its gap, its limit and the end of
-its pause. Times are on the fleet's clock (Redis's). No Scrapy or Redis import.
+the server, is read out of the controller: its limits (gap, limit, end of its
+pause), the inputs of the one gate that the claim script applies as the
+controller does (tests/test_gate_lua.py). Times are on the fleet's clock
+(Redis's). No Scrapy or Redis import.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
+from scrapy_aimd.core.controller.gate import Limits
 
 __all__ = [
     "Applied",
@@ -40,18 +43,11 @@ __all__ = [
 Event = Callable[[HostController, Ticket | None], Reaction | None]
 
 
-class Limits(NamedTuple):
-    """What a claim reads of a host's controller (gap: its spacing, a doubled limit's
-    ramp included; pause: ``-inf`` if none). A named tuple, as :class:`Applied`: made
-    for every answer."""
-
-    gap: float
-    limit: int
-    pause: float
-
-
 def limits_of(controller: HostController) -> Limits:
-    return Limits(controller.spacing, controller.concurrency, controller.paused_until)
+    """What a claim reads of a host's controller: the gate's inputs (gap, limit,
+    pause: ``-inf`` if none), which ``gate_ready_at`` in common.lua applies as
+    the controller's gate does."""
+    return controller.limits
 
 
 @dataclass(slots=True)

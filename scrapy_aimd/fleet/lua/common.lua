@@ -53,21 +53,32 @@ local function queue_key(host)
   return P .. ':q:' .. host
 end
 
--- When the host may next start: the controller's ready_at, from the fields
--- that the Python side derives from it (gap, limit, pause) and the fleet's
--- own in-flight count and last start.
+-- The gate: the controller's ready_at (scrapy_aimd/core/controller/gate.py),
+-- a pure function of the limits (gap, limit, pause), the requests in flight
+-- and the last start. Returns INF at the limit; -INF for "now" (no start and
+-- no pause yet). tests/test_gate_lua.py keeps the two equal.
+local function gate_ready_at(in_flight, limit, gap, pause, last)
+  if in_flight >= limit then
+    return INF
+  end
+  return math.max(last + gap, pause)
+end
+
+-- When the host may next start: the gate, from the fields that the Python side
+-- derives from the controller (gap, limit, pause) and the fleet's own
+-- in-flight count and last start.
 local function ready_at(host)
   local key = host_key(host)
   local f = call('HMGET', key, 'fl', 'lim', 'gap', 'pause', 'last', 'ut')
   local in_flight = num(key, 'fl', f[1], 0)
   local limit = num(key, 'lim', f[2], 1)
-  if in_flight >= limit then
-    return INF
-  end
   local gap = num(key, 'gap', f[3], 0)
   local pause = num(key, 'pause', f[4], -INF)
   local last = num(key, 'last', f[5], -INF)
-  local at = math.max(last + gap, pause)
+  local at = gate_ready_at(in_flight, limit, gap, pause, last)
+  if at == INF then
+    return INF
+  end
   -- The latest claim of a host with a gap, not yet reported sent (sent.lua):
   -- the gap counts from its send, so the next start waits for the report, or
   -- for one more gap if none comes (a worker that died, or never sent it).
