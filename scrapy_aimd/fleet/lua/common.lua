@@ -79,7 +79,7 @@ local function ready_at(host)
   if at == INF then
     return INF
   end
-  -- The latest claim of a host with a gap, not yet reported sent (sent.lua):
+  -- The latest claim of a host with a gap, not yet reported sent (report_sent):
   -- the gap counts from its send, so the next start waits for the report, or
   -- for one more gap if none comes (a worker that died, or never sent it).
   local unsent = num(key, 'ut', f[6], nil)
