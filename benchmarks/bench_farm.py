@@ -1,6 +1,6 @@
 """Crawl the benchmark site farm with stock Scrapy and with scrapy-aimd, side by side.
 
-Each crawler gets a fresh farm (``sitefarm.benchmark_farm``: twelve loopback
+Each crawler gets a fresh farm (``sitefarm.benchmark_farm``: sixteen loopback
 hosts that push back each their own way, or are slow in a way a controller can misread)
 and a fresh process, with the same ``CONCURRENT_REQUESTS`` and ``ROBOTSTXT_OBEY``. What
 each crawl did is read from the farm's request log, the sites' own view, so the three

@@ -7,7 +7,7 @@ Each crawl gets a fresh farm and, for the fleets, a fresh ``redis-server`` child
 (``tests/crawlrunner.py``) started together. What each crawl did is read from
 the farm's request log, the sites' own view:
 
-1. ``sitefarm.benchmark_farm()``: twelve hosts that push back each their own way
+1. ``sitefarm.benchmark_farm()``: sixteen hosts that push back each their own way
    (``CONCURRENT_REQUESTS`` 32 per process, as ``bench_farm.py``), crawled by one
    scrapy-aimd process, three scrapy-aimd workers, and three scrapy-redis
    workers (its scheduler and dupefilter; Scrapy's own politeness, then with

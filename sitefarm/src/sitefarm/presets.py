@@ -145,8 +145,8 @@ def demo_farm() -> list[HostSpec]:
 
 
 def benchmark_farm() -> list[HostSpec]:
-    """Twelve hosts, about 1,600 pages, each pushing back its own way or slow in a way a
-    controller can misread; the possible crawl time is about 9 seconds, set by several
+    """Sixteen hosts, about 1,900 pages, each pushing back its own way or slow in a way a
+    controller can misread; the possible crawl time is about 10 seconds, set by several
     hosts at once so that no single one decides the result.
 
     Besides the kinds of pushing back (a hard capacity answering 503, a soft one that
@@ -156,7 +156,12 @@ def benchmark_farm() -> list[HostSpec]:
     milliseconds while their pages take hundreds (``slow``, ``dynamic``, ``mixed``), one
     of them with half its pages static (``mixed``); ``outage`` answers 503 without
     Retry-After for 5 s once the crawl is under way, and ``bursty`` is a bucket of 20
-    requests/s that also takes a burst of 20.
+    requests/s that also takes a burst of 20. Four hosts are the commonest limiters of
+    APIs and front ends: a fixed window of 30 requests per 5 s answering a bare 429
+    (``window``), the same window telling its quota in GitHub's ``X-RateLimit-*``
+    headers (``quota``), an origin of 4 workers that queues instead of refusing
+    (``queue``), and a block of 403s for 3 s after more than 10 requests in 2 s, renewed
+    by every hit (``block``, as mod_evasive).
     """
     names = [
         "fast",
@@ -171,6 +176,10 @@ def benchmark_farm() -> list[HostSpec]:
         "dynamic",
         "mixed",
         "outage",
+        "window",
+        "queue",
+        "block",
+        "quota",
     ]
 
     def ring(name: str) -> list[str]:
@@ -299,6 +308,46 @@ def benchmark_farm() -> list[HostSpec]:
             outage_seconds=5.0,
             cross_links=ring("outage"),
             seed=23,
+        ),
+        HostSpec(
+            name="window",
+            pages=60,
+            latency=0.02,
+            broken_links=2,
+            window_limit=30,
+            window_seconds=5.0,
+            window_retry_after=None,
+            cross_links=ring("window"),
+            seed=24,
+        ),
+        HostSpec(
+            name="queue",
+            pages=80,
+            latency=0.4,
+            workers=4,
+            cross_links=ring("queue"),
+            seed=25,
+        ),
+        HostSpec(
+            name="block",
+            pages=50,
+            latency=0.02,
+            block_limit=10,
+            block_interval=2.0,
+            block_seconds=3.0,
+            cross_links=ring("block"),
+            seed=26,
+        ),
+        HostSpec(
+            name="quota",
+            pages=60,
+            latency=0.02,
+            broken_links=2,
+            window_limit=30,
+            window_seconds=5.0,
+            quota_headers="github",
+            cross_links=ring("quota"),
+            seed=27,
         ),
     ]
 
