@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.hostsim import models as m
-from benchmarks.hostsim.bench import score, today
+from benchmarks.hostsim.bench import score, short_score, today
 from benchmarks.hostsim.driver import crawl
-from benchmarks.hostsim.reference import FixedCrawler, best_fixed
+from benchmarks.hostsim.reference import FixedCrawler, best_fixed, fastest_fixed
 from benchmarks.hostsim.sets import HELD_OUT, TUNING
 
 
@@ -262,6 +262,30 @@ def test_the_best_fixed_setting_of_a_capacity_host_is_its_capacity() -> None:
     assert (best.concurrency, best.gap) == (3, 0.0)
     assert best.capped
     assert best.pages == pytest.approx(3 / 0.2 * 20, rel=0.05)
+
+
+def test_the_fastest_fixed_short_crawl_of_a_bucket_spends_its_burst_then_keeps_its_rate() -> None:
+    # 30 pages from a bucket of 2/s with a burst of 10: the burst at once, then 20
+    # pages at the rate, about 10 s; nothing faster keeps within 5 % refused.
+    best = fastest_fixed(lambda: m.TokenBucket(2, 10, 0.01), 30, 8)
+    assert best.pages == 30
+    assert best.refused_share <= 0.05
+    assert 9.0 <= best.seconds <= 11.0
+    assert best.capped
+
+
+def test_the_fastest_fixed_short_crawl_of_a_capacity_host_fills_its_capacity() -> None:
+    best = fastest_fixed(lambda: m.CapacityHost(3, 0.2), 30, 8)
+    assert (best.concurrency, best.gap) == (3, 0.0)
+    assert best.seconds == pytest.approx(30 / 3 * 0.2, rel=0.25)
+
+
+def test_a_short_score_is_the_fastest_fixed_time_over_the_controllers() -> None:
+    spec = next(s for s in TUNING if s.name.startswith("capacity 4, 0.2 s"))
+    result = short_score(spec, 40)
+    assert result.pages == 40
+    assert result.ratio == pytest.approx(result.best_seconds / result.seconds)
+    assert 0 < result.ratio <= 1.2  # a fixed crawler told the limit is hard to beat
 
 
 def test_a_score_is_pages_over_the_best_fixed_pages() -> None:

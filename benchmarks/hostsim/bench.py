@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from benchmarks.hostsim.driver import Controller, crawl
-from benchmarks.hostsim.reference import best_fixed
+from benchmarks.hostsim.reference import SHORT_LIMIT, best_fixed, fastest_fixed
 from benchmarks.hostsim.sets import HostSpec
 
 TODAY = "benchmarks.hostsim.bench:today"
@@ -79,7 +79,51 @@ def score(
     )
 
 
-def summary(scores: Iterable[Score]) -> tuple[float, float]:
+@dataclasses.dataclass
+class ShortScore:
+    """A short crawl: ``pages`` pages of the host, as most hosts of a real crawl are."""
+
+    host: str
+    pages: int
+    seconds: float
+    """When the controller had done the pages (robots.txt first, where asked)."""
+    refused: float
+    best_seconds: float
+    best_concurrency: int
+    best_gap: float
+    best_refused: float
+    best_capped: bool
+
+    @property
+    def ratio(self) -> float:
+        """The fastest fixed crawler's time over the controller's: 1.0 is as soon."""
+        return self.best_seconds / self.seconds if self.seconds > 0 else 0.0
+
+
+def short_score(
+    spec: HostSpec, pages: int, factory: str = TODAY, concurrency: int | None = None
+) -> ShortScore:
+    """Crawl ``pages`` pages of ``spec`` with the controller, then find the fixed
+    setting that does them soonest."""
+    if concurrency is not None:
+        spec = dataclasses.replace(spec, concurrency=concurrency)
+    controller = load_factory(factory)(max_concurrency=spec.concurrency, **spec.config)
+    run = crawl(controller, spec.model(), SHORT_LIMIT, robots=spec.robots, pages=pages)
+    best = fastest_fixed(spec.model, pages, spec.concurrency, robots=spec.robots)
+    return ShortScore(
+        host=spec.name,
+        pages=run.pages,
+        seconds=run.ended,
+        refused=run.refused_share,
+        best_seconds=best.seconds,
+        best_concurrency=best.concurrency,
+        best_gap=best.gap,
+        best_refused=best.refused_share,
+        best_capped=best.capped,
+    )
+
+
+def summary(scores: Iterable[Score | ShortScore]) -> tuple[float, float]:
     """The lowest ratio and the median."""
     ratios = [s.ratio for s in scores]
     return min(ratios), statistics.median(ratios)

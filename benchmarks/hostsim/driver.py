@@ -134,7 +134,8 @@ def crawl(
         following = min(ready, flights[0][0] if flights else math.inf)
         if following >= duration or following == math.inf:
             end = min(following, duration)
-            run.ended = end if end < math.inf else now  # a finite queue is done
+            done = not flights and not wanted()  # a finite queue is done
+            run.ended = now if done or end == math.inf else end
             run.in_flight_seconds += len(flights) * (run.ended - now)
             break
         run.in_flight_seconds += len(flights) * (following - now)
