@@ -30,12 +30,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import socket
 from collections import deque
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals as scrapy_signals
@@ -45,7 +42,8 @@ from scrapy_aimd import give_up as give_up_setting
 from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
 from scrapy_aimd.addon import warn_about_downloader_throttling
-from scrapy_aimd.core.controller import HostController
+from scrapy_aimd.core.controller import HostController, gate
+from scrapy_aimd.core.controller.gate import Limits
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
@@ -62,7 +60,6 @@ from scrapy_aimd.crawl import (
     when_written,
 )
 from scrapy_aimd.dupefilter import AimdDupeFilter
-from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import (
     key_at_url_function,
     redirected_to_same_key,
@@ -79,17 +76,16 @@ from scrapy_aimd.fleet import (
     Item,
     SharedRobots,
 )
-from scrapy_aimd.fleet.connection import HEARTBEAT, REPLY_TIMEOUT
 from scrapy_aimd.fleet.redis_store import lease_time
+from scrapy_aimd.fleet.worker_log import FleetReporter, worker_name
 from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.reporter import Reporter
 from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsAnswer,
     RobotsTxtMiddleware,
 )
-from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
+from scrapy_aimd.settings import FleetSettings, masked_url, read_fleet_settings, read_float
 from scrapy_aimd.shutdown import ShutdownGrace, read_grace
 from scrapy_aimd.wake import WakeTimer
 
@@ -151,6 +147,8 @@ ROBOTS_PER_CALL = 8
 #: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
 #: again (times of day on Redis's clock differ from their float sums by less).
 HELD_MARGIN = 1e-6
+#: No limit on requests in flight: the gate asked about the gap alone.
+_NO_LIMIT = 2**62
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
 #: round trip (about 12 B each: 12 MB at most).
 KNOWN_KEYS = 1_000_000
@@ -159,77 +157,6 @@ KNOWN_KEYS = 1_000_000
 #: of it), and then how often it says so.
 LEASE_WAIT_QUIET = 2.0
 LEASE_WAIT_EVERY = 10.0
-
-
-class FleetSettings:
-    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE``,
-    ``AIMD_FLEET_HEARTBEAT``, read once."""
-
-    def __init__(self, url: str, key: str, idle_close: float, heartbeat: float = HEARTBEAT) -> None:
-        self.url, self.key, self.idle_close = url, key, idle_close
-        self.heartbeat = heartbeat
-
-
-def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
-    """The fleet's settings, None without ``AIMD_REDIS_URL`` (a single process).
-    Raises ``AimdSettingsError`` naming the setting, and refuses ``JOBDIR``."""
-    settings = crawler.settings
-    url = settings.get("AIMD_REDIS_URL") or None
-    if url is None:
-        return None
-    if not isinstance(url, str) or "://" not in url:
-        raise AimdSettingsError("AIMD_REDIS_URL", masked_url(url), "a redis:// URL")
-    if settings.get("JOBDIR"):  # not job_dir(), which makes the directory
-        raise AimdSettingsError(
-            "AIMD_REDIS_URL",
-            masked_url(url),
-            "no JOBDIR with it: a fleet's durability is Redis's own (AOF or RDB, see "
-            "docs/fleet.rst); unset JOBDIR or AIMD_REDIS_URL",
-        )
-    name = getattr(crawler.spidercls, "name", None) or "spider"
-    key = settings.get("AIMD_FLEET_KEY") or f"aimd:{name}"
-    if not isinstance(key, str) or any(c.isspace() for c in key):
-        raise AimdSettingsError("AIMD_FLEET_KEY", key, "a Redis key prefix without spaces")
-    idle_close = read_float(settings, "AIMD_FLEET_IDLE_CLOSE", 5.0)
-    heartbeat = read_float(settings, "AIMD_FLEET_HEARTBEAT", HEARTBEAT)
-    if heartbeat <= REPLY_TIMEOUT:
-        # A Redis that stalls for a reply timeout (a BGSAVE fork, an AOF rewrite)
-        # would expire every worker's heartbeat together.
-        raise AimdSettingsError(
-            "AIMD_FLEET_HEARTBEAT",
-            settings.get("AIMD_FLEET_HEARTBEAT"),
-            f"seconds above the fleet's Redis reply timeout ({REPLY_TIMEOUT:g}s): a "
-            "Redis stall that long would take every worker for dead",
-        )
-    return FleetSettings(url, key, idle_close, heartbeat)
-
-
-def worker_name() -> str:
-    """This worker, as its events and logs name it: host name and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class WorkerEventLog(EventLog):
-    """An events file whose every line names its worker (``worker``), so that the
-    files of a fleet's workers can be drawn together."""
-
-    def __init__(self, path: str | Path, *, now: float, worker: str, **header: Any) -> None:
-        self.worker = worker
-        super().__init__(path, now=now, worker=worker, **header)
-
-    def write(self, record: Mapping[str, Any], now: float) -> None:
-        super().write({**record, "worker": self.worker}, now)
-
-
-class FleetReporter(Reporter):
-    """The reporter, writing a :class:`WorkerEventLog`."""
-
-    def __init__(self, crawler: Crawler, *, events_file: str | None, worker: str) -> None:
-        super().__init__(crawler, events_file=events_file)
-        self.worker = worker
-
-    def event_log(self, path: str, *, now: float, spider: str) -> EventLog:
-        return WorkerEventLog(path, now=now, spider=spider, worker=self.worker)
 
 
 class FleetScheduler:
@@ -331,7 +258,7 @@ class FleetScheduler:
         """The fleet path, None without ``AIMD_REDIS_URL``. Connects at once, so
         that an unreachable Redis stops ``scrapy crawl`` before it starts, with an
         error that names ``AIMD_REDIS_URL``."""
-        settings = read_fleet_settings(crawler)
+        settings = read_fleet_settings(crawler.settings, getattr(crawler.spidercls, "name", None))
         if settings is None:
             return None
         fleet = Fleet(
@@ -853,27 +780,35 @@ class FleetScheduler:
         changes = self.frontier.changes
         if changes == self._held_changes and self._held_at <= now < self._held_until:
             return
-        # Per host, asked once a call: how many over its limit (all, if paused), its gap.
-        hosts: dict[str, list[float]] = {}
+        # Per host, asked once a call: its limits and how many it has in flight.
+        hosts: dict[str, list[Any]] = {}
         until = math.inf
         for entry in list(self.claimed):
             claim = entry[0]
             known = hosts.get(claim.host)
             if known is None:
                 controller = self._controller(claim.host)
-                paused = controller.paused_until > now
-                over = CLAIM_BATCH if paused else controller.in_flight - controller.concurrency
-                # The gap, not a doubled limit's ramp (``spacing``): a claim held a
-                # few ms longer only starts later than the ramp asks.
-                known = hosts[claim.host] = [over, controller.delay]
-            if known[0] > 0 or 0 < known[1] <= now - claim.started:
-                known[0] -= 1
+                known = hosts[claim.host] = [controller.limits, controller.in_flight]
+            limits, in_flight = known
+            # The gate's own rule (core.controller.gate): could this claim start
+            # now beside the others in flight, the host paused or not? And when
+            # would the next start after it be due? Past that, sent now, it
+            # would come closer than the gap to another worker's next start.
+            # The gap, not a doubled limit's ramp (``spacing``): a claim held a
+            # few ms longer only starts later than the ramp asks.
+            next_due = gate.ready_at(
+                Limits(limits.gap, _NO_LIMIT, -math.inf), 0, claim.started, now
+            )
+            if gate.ready_at(limits, in_flight - 1, -math.inf, now) > now or (
+                limits.gap > 0 and next_due <= now
+            ):
+                known[1] -= 1
                 self.claimed.remove(entry)
                 back.append(claim.lease)
-            elif known[1] > 0:
-                # Less than a gap old: checked again from a little before it is
-                # (the margin keeps clear of rounding at Redis's time of day).
-                until = min(until, claim.started + known[1] - HELD_MARGIN)
+            elif limits.gap > 0:
+                # Checked again from a little before it is a gap old (the margin
+                # keeps clear of rounding at Redis's time of day).
+                until = min(until, next_due - HELD_MARGIN)
         if back:
             self._held_changes = -1
             self.frontier.give_back_later(back)

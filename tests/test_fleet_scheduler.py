@@ -28,10 +28,9 @@ from scrapy_aimd.fleet_scheduler import (
     LEASE_WAIT_QUIET,
     RAN_OUT_FOR,
     FleetScheduler,
-    read_fleet_settings,
 )
 from scrapy_aimd.robots_middleware import ROBOTS_META, RobotsAnswer, crawl_delay_floor
-from scrapy_aimd.settings import AimdSettingsError
+from scrapy_aimd.settings import AimdSettingsError, read_fleet_settings
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -514,7 +513,7 @@ def test_a_heartbeat_not_above_the_reply_timeout_is_refused_at_start(
         }
     )
     with pytest.raises(AimdSettingsError, match="Invalid setting AIMD_FLEET_HEARTBEAT=") as raised:
-        read_fleet_settings(crawler)
+        read_fleet_settings(crawler.settings, None)
     if isinstance(value, (int, float)) and 0 < value < 1e300:
         assert f"{REPLY_TIMEOUT:g}" in str(raised.value)
         assert "reply timeout" in str(raised.value)
