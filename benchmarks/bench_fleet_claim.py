@@ -2,7 +2,7 @@
 Redis round trips per request.
 
 One worker, a fresh ``redis-server`` (persistence off), requests over many
-hosts, driven as ``FleetScheduler`` drives its frontier in a crawl: each round
+hosts, driven as ``FleetStore`` drives its frontier in a crawl: each round
 trip claims up to ``--batch`` requests (the downloader's room), and carries
 what the worker learnt since the last one: each answer (a 200, stored with the
 next claim), each lease done, and each claimed request's child to queue (a

@@ -79,9 +79,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 #: What is timed, by class: every way into the scheduler's code: the entry points,
 #: the signal handlers, and the timer and callbacks it schedules itself (read
-#: scrapy_aimd/scheduler.py and fleet_scheduler.py for each ``call_later``,
-#: ``hold`` and ``push_later`` when they change). ``AimdScheduler``'s entry
-#: points call the fleet path's (counted once: only the outermost call is timed).
+#: scrapy_aimd/scheduler.py, local_store.py and fleet/worker.py for each
+#: ``call_later``, ``hold`` and ``push_later`` when they change). The scheduler's
+#: entry points call its store's (counted once: only the outermost call is timed).
 TIMED: dict[str, list[str]] = {
     "scrapy_aimd.scheduler.AimdScheduler": [
         "open",
@@ -91,15 +91,12 @@ TIMED: dict[str, list[str]] = {
         "has_pending_requests",
         "_on_feedback",
         "_on_reached_downloader",
-        "_route",  # the robots.txt gate's resume
+        "_resume",  # the robots.txt gate's resume
     ],
-    "scrapy_aimd.fleet_scheduler.FleetScheduler": [
-        "_on_feedback",
-        "_on_reached_downloader",
+    "scrapy_aimd.fleet.worker.FleetStore": [
         "_flush_waiting",  # the FLUSH_AFTER timer
         "_write_counts",  # the COUNTS_EVERY timer
         "_pushed",  # a push's answer
-        "_queue_held",  # the robots.txt gate's resume
     ],
     "scrapy_redis.scheduler.Scheduler": [
         "enqueue_request",

@@ -187,6 +187,59 @@ def read_logstats_interval(settings: SettingsLike) -> float:
     return read_float(settings, "AIMD_LOGSTATS_INTERVAL", None)
 
 
+# -- the fleet's settings ----------------------------------------------------------
+
+#: Seconds to wait for a reply from the fleet's Redis (``scrapy_aimd.fleet.connection``).
+FLEET_REPLY_TIMEOUT = 5.0
+#: ``AIMD_FLEET_HEARTBEAT``'s default: seconds a worker's heartbeat key lives unless
+#: renewed. It must stay above ``FLEET_REPLY_TIMEOUT``, or a Redis that stalls that
+#: long (a BGSAVE fork) expires every worker's together.
+FLEET_HEARTBEAT = 10.0
+
+
+class FleetSettings(NamedTuple):
+    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE`` and
+    ``AIMD_FLEET_HEARTBEAT``, read once."""
+
+    url: str
+    key: str
+    idle_close: float
+    heartbeat: float = FLEET_HEARTBEAT
+
+
+def read_fleet_settings(settings: SettingsLike, spider: str | None) -> FleetSettings | None:
+    """The fleet's settings, None without ``AIMD_REDIS_URL`` (a single process);
+    ``spider`` names the default key prefix. Raises ``AimdSettingsError`` naming
+    the setting, and refuses ``JOBDIR`` beside a Redis URL."""
+    url = settings.get("AIMD_REDIS_URL") or None
+    if url is None:
+        return None
+    if not isinstance(url, str) or "://" not in url:
+        raise AimdSettingsError("AIMD_REDIS_URL", masked_url(url), "a redis:// URL")
+    if settings.get("JOBDIR"):  # not scrapy's job_dir(), which makes the directory
+        raise AimdSettingsError(
+            "AIMD_REDIS_URL",
+            masked_url(url),
+            "no JOBDIR with it: a fleet's durability is Redis's own (AOF or RDB, see "
+            "docs/fleet.rst); unset JOBDIR or AIMD_REDIS_URL",
+        )
+    key = settings.get("AIMD_FLEET_KEY") or f"aimd:{spider or 'spider'}"
+    if not isinstance(key, str) or any(c.isspace() for c in key):
+        raise AimdSettingsError("AIMD_FLEET_KEY", key, "a Redis key prefix without spaces")
+    idle_close = read_float(settings, "AIMD_FLEET_IDLE_CLOSE", 5.0)
+    heartbeat = read_float(settings, "AIMD_FLEET_HEARTBEAT", FLEET_HEARTBEAT)
+    if heartbeat <= FLEET_REPLY_TIMEOUT:
+        # A Redis that stalls for a reply timeout (a BGSAVE fork, an AOF rewrite)
+        # would expire every worker's heartbeat together.
+        raise AimdSettingsError(
+            "AIMD_FLEET_HEARTBEAT",
+            settings.get("AIMD_FLEET_HEARTBEAT"),
+            f"seconds above the fleet's Redis reply timeout ({FLEET_REPLY_TIMEOUT:g}s): a "
+            "Redis stall that long would take every worker for dead",
+        )
+    return FleetSettings(url, key, idle_close, heartbeat)
+
+
 # -- the controller's settings -----------------------------------------------------
 
 #: Setting name -> ControllerConfig field, for every field.

@@ -1,5 +1,6 @@
-"""Fleet schedulers opened in this process against a real redis-server, without
-a crawl: for tests that drive ``FleetScheduler`` call by call."""
+"""Fleet schedulers (``AimdScheduler`` over the Redis store) opened in this
+process against a real redis-server, without a crawl: for tests that drive
+them call by call (``scheduler.store`` is the ``FleetStore``)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from typing import Any
 
 from scrapy import Spider
 from scrapy.core.engine import ExecutionEngine
-from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.test import get_crawler
 
-from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.scheduler import AimdScheduler
 
-Workers = Callable[..., FleetScheduler]
+Workers = Callable[..., AimdScheduler]
 
 
 class _Spider(Spider):
@@ -28,9 +28,9 @@ class _Spider(Spider):
 def fleet_schedulers(url: str, prefix: str, **defaults: Any) -> Iterator[Workers]:
     """For a fixture: a maker of opened schedulers of one fleet (each call
     another, with ``defaults`` and its own settings over them), closed after."""
-    made: list[FleetScheduler] = []
+    made: list[AimdScheduler] = []
 
-    def make(**settings: Any) -> FleetScheduler:
+    def make(**settings: Any) -> AimdScheduler:
         crawler = get_crawler(
             _Spider,
             {
@@ -39,21 +39,21 @@ def fleet_schedulers(url: str, prefix: str, **defaults: Any) -> Iterator[Workers
                 "ADDONS": {"scrapy_aimd.Addon": 500},
                 "ROBOTSTXT_OBEY": False,
                 "DOWNLOAD_HANDLERS": {"http": None, "https": None},  # nothing is sent
+                "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
                 **defaults,
                 **settings,
             },
         )
         crawler.spider = crawler._create_spider()
         crawler.engine = ExecutionEngine(crawler, lambda _: None)
-        scheduler = FleetScheduler.from_crawler(crawler)
-        assert scheduler is not None
-        scheduler.open(crawler.spider, BaseDupeFilter())
+        scheduler = AimdScheduler.from_crawler(crawler)
+        scheduler.open(crawler.spider)
         made.append(scheduler)
         return scheduler
 
     yield make
     for scheduler in made:
-        scheduler.fleet.close()
+        scheduler.store.shut()
 
 
 def in_a_loop(test: Callable[..., None]) -> Callable[..., None]:

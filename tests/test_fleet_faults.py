@@ -80,13 +80,12 @@ def test_a_refused_redis_url_is_shown_without_its_password(
     with its password masked, as every log line shows it."""
     from scrapy.utils.test import get_crawler
 
-    from scrapy_aimd.fleet_scheduler import read_fleet_settings
-    from scrapy_aimd.settings import AimdSettingsError
+    from scrapy_aimd.settings import AimdSettingsError, read_fleet_settings
 
     given = {k: str(tmp_path / v) for k, v in settings.items()}
     crawler = get_crawler(settings_dict={"AIMD_REDIS_URL": url, **given})
     with pytest.raises(AimdSettingsError) as refused:
-        read_fleet_settings(crawler)
+        read_fleet_settings(crawler.settings, None)
     assert "s3cr" not in str(refused.value) and shown in str(refused.value)
 
 

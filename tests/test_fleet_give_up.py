@@ -24,7 +24,7 @@ from scrapy_aimd import give_up
 from scrapy_aimd.core.controller import ControllerConfig
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item, clear_fleet
-from scrapy_aimd.fleet_scheduler import FleetScheduler
+from scrapy_aimd.scheduler import AimdScheduler
 from sitefarm import HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -124,14 +124,14 @@ def worker(server: RedisServer, prefix: str) -> Iterator[Workers]:
     )
 
 
-def hand_out_all(scheduler: FleetScheduler) -> list[Request]:
+def hand_out_all(scheduler: AimdScheduler) -> list[Request]:
     out = []
     while (request := scheduler.next_request()) is not None:
         out.append(request)
     return out
 
 
-def refuse_twice(scheduler: FleetScheduler, requests: list[Request]) -> None:
+def refuse_twice(scheduler: AimdScheduler, requests: list[Request]) -> None:
     """Two 429s of the host, further apart than a budget of 0.01 s."""
     first, second = requests[:2]
     scheduler._on_feedback(first, status=429, latency=0.01)
@@ -139,7 +139,7 @@ def refuse_twice(scheduler: FleetScheduler, requests: list[Request]) -> None:
     scheduler._on_feedback(second, status=429, latency=0.01)
 
 
-def queue(scheduler: FleetScheduler, host: str, count: int) -> None:
+def queue(scheduler: AimdScheduler, host: str, count: int) -> None:
     for n in range(count):
         scheduler.enqueue_request(Request(f"http://{host}/{n}", dont_filter=True))
 
@@ -164,8 +164,8 @@ def test_the_first_worker_whose_budget_runs_out_gives_the_host_up_fleet_wide(
     assert a.stats.get_value("aimd/host_gave_up/hosts") == 1
     assert a.stats.get_value("aimd/host_gave_up/requests") == 2
     assert caplog.text.count("Giving up on bad.test") == 1
-    assert a.frontier is not None
-    host = host_view(a.frontier, "bad.test")
+    assert a.store.frontier is not None
+    host = host_view(a.store.frontier, "bad.test")
     assert host is not None and host.queued == 0
 
     # A refused request queued again here, and a new one from another worker: both
@@ -182,7 +182,7 @@ def test_the_first_worker_whose_budget_runs_out_gives_the_host_up_fleet_wide(
     assert b.stats.get_value("aimd/host_gave_up/requests") == 1
     assert not b.stats.get_value("aimd/host_gave_up/hosts")
     assert a.stats.get_value("aimd/host_gave_up/requests") == 3
-    assert not a.has_pending_requests() or a.claims  # the refused leases are still held
+    assert not a.has_pending_requests() or a.store.claims  # the refused leases are still held
 
 
 @in_a_loop
@@ -199,8 +199,8 @@ def test_a_budget_of_zero_never_gives_up_in_a_fleet(
     assert a.next_request() is None  # paused, not given up on
     assert not a.stats.get_value("aimd/host_gave_up/requests")
     assert not raw.exists(f"{prefix}:gaveup")
-    assert a.frontier is not None
-    host = host_view(a.frontier, "bad.test")
+    assert a.store.frontier is not None
+    host = host_view(a.store.frontier, "bad.test")
     assert host is not None and host.queued == 2
 
 

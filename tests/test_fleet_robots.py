@@ -100,11 +100,13 @@ def test_three_workers_fetch_each_robots_txt_once(tmp_path: Path, server: RedisS
     # The Crawl-delay holds at the server, robots.txt included.
     gaps = arrival_gaps([r for r in log if r["host"] == "rules"])
     assert gaps and min(gaps) >= 0.3 - 0.05, gaps
-    # Every key the crawl made is one that a reset of the fleet takes.
+    # Every key the crawl made is one that a reset of the fleet takes. (A host's
+    # log of starts, ``e``, is empty by the end when every claim was answered:
+    # the reset of one left over is in test_fleet_store.py.)
     client = redis.Redis.from_url(server.url)
     keys = client.keys("*")
     client.close()
-    assert {key.split(b":")[2] for key in keys} >= {b"h", b"e", b"r", b"s", b"meta"}
+    assert {key.split(b":")[2] for key in keys} >= {b"h", b"r", b"s", b"meta"}
     assert [key for key in keys if not fleet_key(PREFIX, key)] == []
 
 

@@ -1399,8 +1399,9 @@ def claim_many_now(worker: FleetFrontier[bytes], count: int) -> list[Claim[bytes
 def test_the_reset_clears_the_keys_of_workers_and_their_leases(
     frontier: Frontiers, server: RedisServer, prefix: str, raw: redis.Redis
 ) -> None:
-    """A worker's lease list (``P:wl:<worker>``) and the mark of a worker taken for
-    dead (``P:dead:<worker>``) are the fleet's keys: the reset deletes them."""
+    """A worker's lease list (``P:wl:<worker>``), the mark of a worker taken for
+    dead (``P:dead:<worker>``) and a host's log of starts (``P:e:<host>``) are the
+    fleet's keys: the reset deletes them."""
     dead = frontier(SMALL, lease_time=30.0, heartbeat=0.3)
     dead.push([Item("h", b"held"), Item("g", b"other")])
     assert len(claim_many_now(dead, 1)) == 1
@@ -1408,5 +1409,6 @@ def test_the_reset_clears_the_keys_of_workers_and_their_leases(
     time.sleep(0.4)
     assert len(claim_many_now(live, 1)) == 1  # reaps the dead worker, and claims
     assert raw.exists(f"{prefix}:dead:{dead.fleet.token}", f"{prefix}:wl:{live.fleet.token}") == 2
+    assert raw.keys(f"{prefix}:e:*")  # a host's log of starts not folded yet: reset too
     assert clear_fleet(server.url, prefix) > 0
     assert not raw.keys(f"{prefix}:*")

@@ -228,8 +228,8 @@ def open_scheduler(tmp_path: Path) -> tuple[AimdScheduler, FakeEngine, PagesSpid
 
 def stored_urls(scheduler: AimdScheduler) -> set[str]:
     """URLs with a row, as the scheduler's own connection sees them."""
-    assert isinstance(scheduler.keeper, Jobdir)
-    conn = scheduler.keeper.store._conn
+    assert isinstance(scheduler.store.keeper, Jobdir)
+    conn = scheduler.store.keeper.store._conn
     rows = conn.execute("SELECT item FROM queue UNION ALL SELECT item FROM kept").fetchall()
     return {pickle.loads(row[0])["url"] for row in rows}
 
@@ -240,7 +240,7 @@ def test_a_row_goes_only_once_the_engine_is_done_with_its_request(tmp_path: Path
 
 async def a_row_goes_only_once_the_engine_is_done_with_its_request(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir = scheduler.keeper
+    jobdir = scheduler.store.keeper
     assert isinstance(jobdir, Jobdir)
     parent = Request("http://example.com/", callback=spider.parse_page)
     assert scheduler.enqueue_request(parent)
@@ -266,7 +266,7 @@ def test_seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path) 
 
 async def seen_keys_are_written_only_when_every_row_is_committed(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir = scheduler.keeper
+    jobdir = scheduler.store.keeper
     dupefilter = scheduler.df
     assert isinstance(jobdir, Jobdir) and isinstance(dupefilter, AimdDupeFilter)
     assert dupefilter._file is not None
@@ -310,7 +310,7 @@ async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
     resumed crawl must still know it as seen, or a link to it found again
     queues it a second time (fetched twice, though it was never in flight)."""
     scheduler, _, spider = open_scheduler(tmp_path / "first")
-    jobdir = scheduler.keeper
+    jobdir = scheduler.store.keeper
     assert isinstance(jobdir, Jobdir)
     urls = [f"http://example.com/{n}" for n in range(3)]
     for url in urls[:2]:
@@ -321,7 +321,7 @@ async def a_request_committed_before_its_key_was_written_is_seen_after_a_crash(
     shutil.copytree(tmp_path / "first" / "job", tmp_path / "crash" / "job")
     scheduler.close("shutdown")
     resumed, _, spider = open_scheduler(tmp_path / "crash")
-    assert isinstance(resumed.keeper, Jobdir) and resumed.keeper.store.restored == 3
+    assert isinstance(resumed.store.keeper, Jobdir) and resumed.store.keeper.store.restored == 3
     for url in urls:
         assert not resumed.enqueue_request(Request(url, callback=spider.parse_page)), url
     assert resumed.stats.get_value("aimd/jobdir/seen_restored") == 1
@@ -340,7 +340,7 @@ async def keys_whose_write_failed_stay_stored_for_the_resume(tmp_path: Path) -> 
     crawl stops, and the keys stored with the commit stay for the resume, which
     must not queue the requests a second time when links to them turn up."""
     scheduler, engine, spider = open_scheduler(tmp_path)
-    jobdir, dupefilter = scheduler.keeper, scheduler.df
+    jobdir, dupefilter = scheduler.store.keeper, scheduler.df
     assert isinstance(jobdir, Jobdir) and isinstance(dupefilter, AimdDupeFilter)
     assert dupefilter._file is not None
     urls = [f"http://example.com/{n}" for n in range(3)]
@@ -377,9 +377,9 @@ def test_a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
 
 async def a_failing_jobdir_stops_the_crawl(tmp_path: Path) -> None:
     scheduler, engine, spider = open_scheduler(tmp_path)
-    assert isinstance(scheduler.keeper, Jobdir)
+    assert isinstance(scheduler.store.keeper, Jobdir)
     scheduler.enqueue_request(Request("http://example.com/", callback=spider.parse_page))
-    scheduler.keeper.store._conn.close()  # as a disk that fails
+    scheduler.store.keeper.store._conn.close()  # as a disk that fails
     assert scheduler.next_request() is None
     assert scheduler.enqueue_request(Request("http://example.com/2", callback=spider.parse_page))
     await asyncio.sleep(0)

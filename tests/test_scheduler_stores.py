@@ -1,7 +1,6 @@
-"""The same behaviour tests over the three stores of the frontier, the fleet
-through its own scheduler: memory and SQLite (``JOBDIR``) under
-``AimdScheduler``, and Redis under ``FleetScheduler`` (a fleet of one worker, a
-real ``redis-server``).
+"""The same behaviour tests of the one scheduler, ``AimdScheduler``, over the
+three stores of its frontier: memory, SQLite (``JOBDIR``) and Redis (a fleet of
+one worker, a real ``redis-server``), which the settings alone choose.
 
 Each test is a real crawl of a farm (``tests/crawlrunner.py`` in its own
 process) whose request log is the judge. What the scheduler promises does not

@@ -27,7 +27,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from scrapy_aimd.fleet.errors import FleetConnectionLost, FleetStoreError
-from scrapy_aimd.settings import masked_url
+from scrapy_aimd.settings import FLEET_HEARTBEAT, FLEET_REPLY_TIMEOUT, masked_url
 
 __all__ = [
     "BULK",
@@ -49,13 +49,13 @@ FORMAT: Final = 2
 DEFAULT_BUCKETS: Final = 1 << 15
 #: Seconds to wait for a connection, and for a reply.
 CONNECT_TIMEOUT: Final = 2.0
-REPLY_TIMEOUT: Final = 5.0
+REPLY_TIMEOUT: Final = FLEET_REPLY_TIMEOUT
 #: Seconds a worker's heartbeat key lives unless renewed (every third of it, and
 #: by each claim): a worker silent this long is taken for dead, and its leases
 #: go back to the queues at once (see docs/fleet.rst, "A worker that dies").
 #: ``AIMD_FLEET_HEARTBEAT``'s default; it must stay above ``REPLY_TIMEOUT``, or a
 #: Redis that stalls that long (a BGSAVE fork) expires every worker's together.
-HEARTBEAT: Final = 10.0
+HEARTBEAT: Final = FLEET_HEARTBEAT
 _SCRIPTS: Final = (
     "init",
     "push",

@@ -1,11 +1,13 @@
-"""The scheduler's fleet path: with ``AIMD_REDIS_URL`` the frontier, the seen
-set and every host's politeness live in Redis (:mod:`scrapy_aimd.fleet`).
+"""The frontier store of a fleet worker: with ``AIMD_REDIS_URL`` the frontier,
+the seen set and every host's politeness live in Redis (:mod:`scrapy_aimd.fleet`).
 
-:class:`FleetScheduler` does for ``AimdScheduler`` what its own frontier does
-in a single process: requests go to the fleet's queues (checked against the
-shared seen set, start requests too), ``next_request()`` claims one whose host
-may start now fleet-wide, and each answer is judged by the host's controller
-as Redis holds it. A claimed request stays leased until the engine is done
+:class:`FleetStore` is ``AimdScheduler``'s store (:mod:`scrapy_aimd.store`), as
+the local one is in a single process: requests go to the fleet's queues
+(checked against the shared seen set, start requests too), ``pop`` claims one
+whose host may start now fleet-wide, and each answer is judged by the host's
+controller as Redis holds it. The batching of pushes and answers, the claims
+in batches, the leases, their renewal, the worker's heartbeat and the flush
+timer all live here. A claimed request stays leased until the engine is done
 with it (its callback ran and its children are pushed): a worker killed at
 any moment loses nothing, its leases expire and their requests are queued
 again.
@@ -14,10 +16,8 @@ What stays in this worker: robots.txt requests, each sent only once it holds a
 place on its host fleet-wide, as a claim would, and only by the one worker
 that takes the origin's fetch: the others read its answer from Redis
 (:mod:`scrapy_aimd.fleet.robots_store`), their requests of the origin held
-until it is there; requests robots.txt disallows (handed out for the robots
-middleware to turn into IgnoreRequest), and requests that cannot be
-serialized (callbacks that are not spider methods: handed out from here,
-without fleet politeness).
+until it is there; and requests that cannot be serialized (callbacks that
+are not spider methods: handed out from here, without fleet politeness).
 
 The fleet closes when nothing is queued or leased fleet-wide for
 ``AIMD_FLEET_IDLE_CLOSE`` seconds; a worker never deletes the shared state.
@@ -30,39 +30,31 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import socket
 from collections import deque
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from scrapy import signals as scrapy_signals
 from scrapy.utils.asyncio import call_later, create_looping_call
 
-from scrapy_aimd import give_up as give_up_setting
-from scrapy_aimd import signals
 from scrapy_aimd._compat import requests_in_progress
-from scrapy_aimd.addon import warn_about_downloader_throttling
-from scrapy_aimd.core.controller import HostController
+from scrapy_aimd.core.controller import HostController, gate
+from scrapy_aimd.core.controller.gate import Limits
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
     THROTTLE_RETRIES_META,
-    assign_slot,
     crawl_parts,
-    hand_out_given_up,
     may_be_refusal,
     origin_host,
     request_depth,
     request_host,
     stop_crawl,
-    user_slot,
     when_written,
 )
 from scrapy_aimd.dupefilter import AimdDupeFilter
-from scrapy_aimd.events import EventLog
 from scrapy_aimd.fingerprint import (
     key_at_url_function,
     redirected_to_same_key,
@@ -79,18 +71,16 @@ from scrapy_aimd.fleet import (
     Item,
     SharedRobots,
 )
-from scrapy_aimd.fleet.connection import HEARTBEAT, REPLY_TIMEOUT
 from scrapy_aimd.fleet.redis_store import lease_time
-from scrapy_aimd.give_up import GiveUpBudget
-from scrapy_aimd.reporter import Reporter
+from scrapy_aimd.fleet.worker_log import FleetReporter, worker_name
 from scrapy_aimd.request_codec import RequestCodec
 from scrapy_aimd.robots_middleware import (
     ROBOTS_META,
     RobotsAnswer,
     RobotsTxtMiddleware,
 )
-from scrapy_aimd.settings import AimdSettingsError, masked_url, read_float
-from scrapy_aimd.shutdown import ShutdownGrace, read_grace
+from scrapy_aimd.settings import FleetSettings, masked_url, read_fleet_settings, read_float
+from scrapy_aimd.store import Handout
 from scrapy_aimd.wake import WakeTimer
 
 if TYPE_CHECKING:
@@ -100,10 +90,12 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.dupefilters import BaseDupeFilter
     from scrapy.utils.asyncio import CallLaterResult
-    from twisted.internet.defer import Deferred
 
     from scrapy_aimd.core.controller import Reaction
     from scrapy_aimd.fleet import FleetStatus
+    from scrapy_aimd.reporter import Reporter
+    from scrapy_aimd.robots_middleware import RobotsListener
+    from scrapy_aimd.scheduler import AimdScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +143,8 @@ ROBOTS_PER_CALL = 8
 #: Seconds before a claimed request is a gap old that ``_give_back_held`` looks
 #: again (times of day on Redis's clock differ from their float sums by less).
 HELD_MARGIN = 1e-6
+#: No limit on requests in flight: the gate asked about the gap alone.
+_NO_LIMIT = 2**62
 #: Keys of the shared seen set that a worker also keeps, to drop repeats without a
 #: round trip (about 12 B each: 12 MB at most).
 KNOWN_KEYS = 1_000_000
@@ -161,79 +155,16 @@ LEASE_WAIT_QUIET = 2.0
 LEASE_WAIT_EVERY = 10.0
 
 
-class FleetSettings:
-    """``AIMD_REDIS_URL``, ``AIMD_FLEET_KEY``, ``AIMD_FLEET_IDLE_CLOSE``,
-    ``AIMD_FLEET_HEARTBEAT``, read once."""
+class FleetStore:
+    """``AimdScheduler``'s frontier store in Redis (one per crawl)."""
 
-    def __init__(self, url: str, key: str, idle_close: float, heartbeat: float = HEARTBEAT) -> None:
-        self.url, self.key, self.idle_close = url, key, idle_close
-        self.heartbeat = heartbeat
-
-
-def read_fleet_settings(crawler: Crawler) -> FleetSettings | None:
-    """The fleet's settings, None without ``AIMD_REDIS_URL`` (a single process).
-    Raises ``AimdSettingsError`` naming the setting, and refuses ``JOBDIR``."""
-    settings = crawler.settings
-    url = settings.get("AIMD_REDIS_URL") or None
-    if url is None:
-        return None
-    if not isinstance(url, str) or "://" not in url:
-        raise AimdSettingsError("AIMD_REDIS_URL", masked_url(url), "a redis:// URL")
-    if settings.get("JOBDIR"):  # not job_dir(), which makes the directory
-        raise AimdSettingsError(
-            "AIMD_REDIS_URL",
-            masked_url(url),
-            "no JOBDIR with it: a fleet's durability is Redis's own (AOF or RDB, see "
-            "docs/fleet.rst); unset JOBDIR or AIMD_REDIS_URL",
-        )
-    name = getattr(crawler.spidercls, "name", None) or "spider"
-    key = settings.get("AIMD_FLEET_KEY") or f"aimd:{name}"
-    if not isinstance(key, str) or any(c.isspace() for c in key):
-        raise AimdSettingsError("AIMD_FLEET_KEY", key, "a Redis key prefix without spaces")
-    idle_close = read_float(settings, "AIMD_FLEET_IDLE_CLOSE", 5.0)
-    heartbeat = read_float(settings, "AIMD_FLEET_HEARTBEAT", HEARTBEAT)
-    if heartbeat <= REPLY_TIMEOUT:
-        # A Redis that stalls for a reply timeout (a BGSAVE fork, an AOF rewrite)
-        # would expire every worker's heartbeat together.
-        raise AimdSettingsError(
-            "AIMD_FLEET_HEARTBEAT",
-            settings.get("AIMD_FLEET_HEARTBEAT"),
-            f"seconds above the fleet's Redis reply timeout ({REPLY_TIMEOUT:g}s): a "
-            "Redis stall that long would take every worker for dead",
-        )
-    return FleetSettings(url, key, idle_close, heartbeat)
-
-
-def worker_name() -> str:
-    """This worker, as its events and logs name it: host name and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class WorkerEventLog(EventLog):
-    """An events file whose every line names its worker (``worker``), so that the
-    files of a fleet's workers can be drawn together."""
-
-    def __init__(self, path: str | Path, *, now: float, worker: str, **header: Any) -> None:
-        self.worker = worker
-        super().__init__(path, now=now, worker=worker, **header)
-
-    def write(self, record: Mapping[str, Any], now: float) -> None:
-        super().write({**record, "worker": self.worker}, now)
-
-
-class FleetReporter(Reporter):
-    """The reporter, writing a :class:`WorkerEventLog`."""
-
-    def __init__(self, crawler: Crawler, *, events_file: str | None, worker: str) -> None:
-        super().__init__(crawler, events_file=events_file)
-        self.worker = worker
-
-    def event_log(self, path: str, *, now: float, spider: str) -> EventLog:
-        return WorkerEventLog(path, now=now, spider=spider, worker=self.worker)
-
-
-class FleetScheduler:
-    """``AimdScheduler``'s work with the frontier in Redis (one per crawl)."""
+    #: Requests set aside (disallowed, given up) stay in this worker.
+    where = "memory"
+    #: A stopping worker's cancelled downloads go back to the fleet's queues.
+    resumable = True
+    gave_up_note = (
+        ", and so do the requests of it that come later, in any worker (given up fleet-wide)"
+    )
 
     def __init__(self, crawler: Crawler, settings: FleetSettings, fleet: Fleet) -> None:
         parts = crawl_parts(crawler)
@@ -245,12 +176,6 @@ class FleetScheduler:
         self.flights = parts.flights
         self.clock = parts.clock
         self.worker = worker_name()
-        self.reporter = FleetReporter(
-            crawler,
-            events_file=crawler.settings.get("AIMD_EVENTS_FILE") or None,
-            worker=self.worker,
-        )
-        self.wake = WakeTimer(crawler)
         timeout = read_float(crawler.settings, "DOWNLOAD_TIMEOUT", 180.0)
         self._lease_time = lease_time(timeout)
         self.frontier: FleetFrontier[Request] | None = None
@@ -259,34 +184,32 @@ class FleetScheduler:
             crawler.request_fingerprinter
         )
         self._key_at = key_at_url_function(crawler.request_fingerprinter)
+        #: The scheduler's parts (from ``open()``).
+        self.scheduler: AimdScheduler | None = None
         self.spider: Spider | None = None
         self.df: BaseDupeFilter | None = None
         self.robots: RobotsTxtMiddleware | None = None
-        self.shutdown_grace = read_grace(crawler.settings)
-        self.shutdown: ShutdownGrace | None = None
+        self.reporter: Reporter | None = None
+        self.wake = WakeTimer(crawler)
         #: Renews the leases this worker holds (from ``open()``).
         self._renewal: Any = None
         #: Keeps this worker's heartbeat alive (from ``open()``).
         self._beating: Any = None
         self._counting: Any = None
-        #: Requests that stay in this worker (see the module's docstring).
+        #: Requests that cannot be serialized: they stay in this worker.
         self.local: deque[Request] = deque()
-        #: AIMD_HOST_GIVE_UP, fed by the answers this worker applies: the first
-        #: worker whose budget for a host runs out gives it up fleet-wide.
-        self.budget = GiveUpBudget(
-            read_float(crawler.settings, give_up_setting.SETTING, give_up_setting.DEFAULT)
-        )
-        #: Requests of hosts given up on, handed out first for the feedback
-        #: middleware to fail with ``HostGaveUp``: drained from Redis by this
-        #: worker, pushed by it since, back from a lease, or claimed before.
-        self.given_up: deque[Request] = deque()
+        #: Requests of hosts given up on, for the scheduler to fail with
+        #: ``HostGaveUp``: claimed before their host was given up on, or local.
+        self.gave_up: list[tuple[str, Request]] = []
+        #: The key of each request that ``seen`` let through, until it is pushed.
+        self._keys: WeakKeyDictionary[Request, int | None] = WeakKeyDictionary()
         #: robots.txt requests waiting for a place on their host (see ``_hold_robots``),
         #: each with when to ask again (this worker's clock).
         self.robots_waiting: list[list[Any]] = []
         #: The latest call made a robots.txt hold: the next one claims (they take turns).
         self._held_robots = False
         #: robots.txt answers applied once the engine is done with their requests
-        #: (see ``_on_feedback``): when they came (the fleet's clock), the feedback.
+        #: (see ``answer``): when they came (the fleet's clock), the feedback.
         self.robots_answers: dict[Request, tuple[float, Mapping[str, Any]]] = {}
         #: Requests to push, taken by one round trip at the next chance.
         self.pending: list[Item[Request]] = []
@@ -301,7 +224,7 @@ class FleetScheduler:
         self._claimed_at = -math.inf
         #: Hosts whose robots.txt this worker has settled (fetched or read from
         #: Redis): until then every send of the host is reported (see
-        #: ``_on_reached_downloader``).
+        #: ``reached_downloader``).
         self.robots_settled_hosts: set[str] = set()
         self._status: FleetStatus | None = None
         self._status_at = -math.inf
@@ -327,13 +250,11 @@ class FleetScheduler:
         self.lost = False
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> FleetScheduler | None:
-        """The fleet path, None without ``AIMD_REDIS_URL``. Connects at once, so
-        that an unreachable Redis stops ``scrapy crawl`` before it starts, with an
-        error that names ``AIMD_REDIS_URL``."""
-        settings = read_fleet_settings(crawler)
-        if settings is None:
-            return None
+    def from_crawler(cls, crawler: Crawler) -> FleetStore:
+        """Connects at once, so that an unreachable Redis stops ``scrapy crawl``
+        before it starts, with an error that names ``AIMD_REDIS_URL``."""
+        settings = read_fleet_settings(crawler.settings, getattr(crawler.spidercls, "name", None))
+        assert settings is not None, "a fleet store without AIMD_REDIS_URL"
         fleet = Fleet(
             settings.url,
             settings.key,
@@ -342,11 +263,20 @@ class FleetScheduler:
         )
         return cls(crawler, settings, fleet)
 
-    # -- the scheduler interface -------------------------------------------------
+    # -- the store's protocol (scrapy_aimd.store.FrontierStore) ---------------------
 
-    def open(self, spider: Spider, dupefilter: BaseDupeFilter) -> Deferred[None] | None:
-        self.spider, self.df = spider, dupefilter
-        codec = RequestCodec(spider)
+    def check(self, dupefilter: BaseDupeFilter) -> None:
+        pass
+
+    def make_reporter(self, crawler: Crawler, events_file: str | None) -> Reporter:
+        return FleetReporter(crawler, events_file=events_file, worker=self.worker)
+
+    def open(self, scheduler: AimdScheduler) -> None:
+        self.scheduler = scheduler
+        self.spider, self.df = scheduler.spider, scheduler.df
+        self.robots, self.reporter, self.wake = scheduler.robots, scheduler.reporter, scheduler.wake
+        assert self.spider is not None
+        codec = RequestCodec(self.spider)
         self.frontier = FleetFrontier(
             self.fleet,
             encode=codec.encode,
@@ -360,14 +290,6 @@ class FleetScheduler:
         # Redis that fails here fails the first status too, which stops the worker.)
         with contextlib.suppress(FleetConnectionLost, FleetStoreError):
             self._reaped_seen = self.frontier.status().reaped
-        for handler, signal in self._handlers():
-            self.crawler.signals.connect(handler, signal=signal)
-        self.reporter.open(self.clock(), spider.name)
-        warn_about_downloader_throttling(self.crawler.settings, self.configs.default)
-        self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
-        if self.robots is not None:
-            self.robots.attach(self, self.clock)
-        self.shutdown = self._grace()
         self._beating = create_looping_call(self._beat)
         self._beating.start(self.fleet.heartbeat_ms / 3000, now=True)
         self._renewal = create_looping_call(self._renew_leases)
@@ -383,8 +305,8 @@ class FleetScheduler:
             self.settings.idle_close,
         )
         self.stats.set_value("aimd/fleet/worker", self.worker)
-        if not isinstance(dupefilter, AimdDupeFilter):
-            kind = type(dupefilter)
+        if not isinstance(self.df, AimdDupeFilter):
+            kind = type(self.df)
             logger.warning(
                 "DUPEFILTER_CLASS %s.%s does not filter in a fleet: the fleet's shared "
                 "seen set drops repeats, by scrapy-aimd's request keys (the filter "
@@ -392,18 +314,18 @@ class FleetScheduler:
                 kind.__module__,
                 kind.__qualname__,
             )
-        return dupefilter.open()
 
-    def close(self, reason: str) -> Deferred[None] | None:
-        now = self.clock()
-        self.wake.cancel()
+    def robots_listener(self, scheduler: AimdScheduler) -> RobotsListener:
+        return _SharingListener(scheduler, self)
+
+    def hosts_view(self) -> None:
+        """No live line of the hosts: the fleet's are in Redis."""
+        return None
+
+    def close(self, reason: str, now: float) -> list[tuple[str, HostController]]:
         for loop in (self._beating, self._renewal, self._counting):
             if loop is not None and loop.running:
                 loop.stop()
-        if self.shutdown is not None:
-            self.shutdown.stop()
-        for handler, signal in self._handlers():
-            self.crawler.signals.disconnect(handler, signal=signal)
         held = len(self.claims)
         self.stats.set_value("aimd/in_flight_at_close", held)
         hosts: list[tuple[str, HostController]] = []
@@ -426,7 +348,8 @@ class FleetScheduler:
                 self.fleet.beat(alive=False)  # and every lease still held goes back
                 status = self.frontier.status()
                 self.stats.set_value("aimd/queued_at_close", status.queued)
-                for host in sorted(self.reporter.totals):
+                totals = self.reporter.totals if self.reporter is not None else {}
+                for host in sorted(totals):
                     controller = self.frontier.controller(host)
                     if controller is not None:
                         hosts.append((host, controller))
@@ -454,9 +377,17 @@ class FleetScheduler:
                     "Fleet feedbacks by host (of which applied again): %s",
                     ", ".join(f"{h} {n} ({again})" for h, (n, again) in sorted(by_host.items())),
                 )
-        self.reporter.close(now, reason, hosts, self.df)
+        return hosts
+
+    def shut(self) -> None:
         self.fleet.close()  # the shared state stays: other workers may go on
-        return self.df.close(reason) if self.df is not None else None
+
+    def failed(self, exc: BaseException, where: str) -> bool:
+        """Every error stops this worker (see ``_stop``)."""
+        if not isinstance(exc, Exception):
+            return False
+        self._stop(exc, where)
+        return True
 
     def _write_counts(self) -> None:
         """The ``aimd/fleet/*`` counts, as they are now (every ``COUNTS_EVERY``
@@ -468,30 +399,12 @@ class FleetScheduler:
             self.stats.set_value(name, value)
         self.stats.set_value("aimd/fleet/stray_starts", self.frontier.stray_starts)
 
-    def _grace(self) -> ShutdownGrace | None:
-        """AIMD_SHUTDOWN_GRACE, started: cancelled downloads go back to the queues."""
-        if self.shutdown_grace is None:
-            return None
-        grace = ShutdownGrace(self.crawler, self.shutdown_grace, self.flights, resumable=True)
-        grace.start()
-        return grace
-
-    def _handlers(self) -> list[tuple[Callable[..., None], object]]:
-        """The signals this path listens to while the spider is open."""
-        return [
-            (self._on_feedback, signals.response_feedback),
-            (self._on_reached_downloader, scrapy_signals.request_reached_downloader),
-        ]
-
-    def has_pending_requests(self) -> bool:
-        self._take_given_up()
+    def has_pending(self) -> bool:
         if self.local or self.pending or self.claims or self.claimed or self.robots_waiting:
             return True
-        if self.given_up:
+        if self.gave_up:
             return True
         if self.frontier is not None and self.frontier.waiting:
-            return True
-        if self.robots is not None and self.robots.held:
             return True
         if self.lost or self.frontier is None:
             return False
@@ -533,85 +446,77 @@ class FleetScheduler:
                 self.fleet.heartbeat_ms / 1000,
             )
 
-    def enqueue_request(self, request: Request) -> bool:
-        if self.lost:
-            return False
-        try:
-            if ROBOTS_META in request.meta:
-                self.robots_waiting.append([request, -math.inf])
-                return True
-            if self.robots is not None:
-                verdict = self.robots.verdict(request)
-                if verdict is Verdict.WAIT:
-                    self.robots.hold(request, self._queue_held)
-                    return True
-                if verdict is Verdict.DENY:
-                    self.local.append(request)
-                    return True
-            queued = self._queue(request)
-            if len(self.pending) >= PUSH_BUFFER:
-                self._flush()
-        except Exception as exc:
-            self._stop(exc, "enqueue_request")
-            return True
-        return queued
-
-    def next_request(self) -> Request | None:
-        try:
-            request = self._next_request()
-            if request is not None:
-                # Scrapy's own scheduler stats, which monitoring tools read: a
-                # claim's request came from Redis, the rest never left this process.
-                where = "redis" if request in self.claims else "memory"
-                self.stats.inc_value("scheduler/dequeued")
-                self.stats.inc_value(f"scheduler/dequeued/{where}")
-            return request
-        except Exception as exc:
-            self._stop(exc, "next_request")
-        return None
-
-    # -- the parts -------------------------------------------------------------------
-
-    def _queue(self, request: Request) -> bool:
-        """Buffer the request for the fleet; its key, unless ``dont_filter`` asks
-        otherwise (start requests are checked all the same: every worker sends
-        them). False for a repeat of a key this worker sent (logged as the
-        dupefilter logs one): the engine then says it was dropped, as in one
-        process."""
-        if self.robots is not None and user_slot(request) is not None:
-            self.robots.slot_crawl_delay(request_host(request), request)
+    def seen(self, request: Request) -> bool:
+        """A repeat of a key this worker sent to the shared seen set (the scheduler
+        logs it as the dupefilter logs one; the engine says it was dropped, as in
+        one process). Its key is checked unless ``dont_filter`` asks otherwise
+        (start requests are checked all the same: every worker sends them)."""
         key: int | None = None
         if not request.dont_filter or _a_start_request(request):
             key = self._key(request)
             if key is not None:
                 if key in self.known:
                     self.fleet.counters.duplicates += 1
-                    self._duplicate(request)
-                    return False
+                    return True
                 self._know(key)
+        if key is not None:
+            self._keys[request] = key
+        return False
+
+    def restore_robots(self, request: Request) -> None:
+        """The rules of an origin come from Redis as robots.txt is fetched."""
+
+    def push(self, request: Request, host: str) -> str | None:
+        """Buffered for the fleet (pushed with the next claim); robots.txt
+        requests wait here for a place on their host (``_hold_robots``)."""
+        if self.lost:
+            return None
+        if ROBOTS_META in request.meta:
+            self.robots_waiting.append([request, -math.inf])
+            return "memory"
         self.pending.append(
             Item(
-                request_host(request),
+                host,
                 request,
                 priority=request.priority,
                 depth=request_depth(request),
-                key=key,
+                key=self._keys.pop(request, None),
             )
         )
-        for name in ENQUEUED_STATS:
-            self.stats.inc_value(name)
-        return True
+        if len(self.pending) >= PUSH_BUFFER:
+            self._flush()
+        return "redis"
 
-    def _queue_held(self, request: Request) -> None:
-        """The robots.txt gate's resume of a request it held: a repeat is said to be
-        dropped here, the engine having been told it was queued."""
-        try:
-            queued = self._queue(request)
-        except Exception as exc:  # as in enqueue_request: not left to the gate's log
-            self._stop(exc, "enqueue_request")
+    def keep(self, request: Request, host: str) -> str:
+        """Set aside in this worker: nothing of it is in Redis."""
+        return "memory"
+
+    def handed_out(self, request: Request) -> None:
+        pass
+
+    def tick(self, now: float) -> None:
+        if self.lost or self.frontier is None:
             return
-        if not queued:
-            self._dropped(request)
+        self._flush()
+        if now - self._done_at >= DONE_EVERY:
+            self._done_at = now
+            self._finish_done(force=False)
+
+    def take_given_up(self) -> list[tuple[str, Request]]:
+        """Requests of hosts given up on: claimed before, local, or that Redis
+        handed to this worker (drained by it, pushed by it since, back from a
+        lease)."""
+        taken, self.gave_up = self.gave_up, []
+        if self.frontier is not None:
+            taken.extend(self.frontier.take_gave_up())
+        return taken
+
+    def give_up(self, host: str) -> tuple[bool, int]:
+        """This worker's budget for the host ran out: the host is given up on
+        fleet-wide, unless another worker did first (then it was counted and
+        logged there); its queue comes back from ``take_given_up``."""
+        assert self.frontier is not None
+        return self.frontier.give_up(host)
 
     def _key(self, request: Request) -> int | None:
         """The request's 64-bit key; None for a redirect to a URL of the same key as
@@ -644,7 +549,9 @@ class FleetScheduler:
                 for name in ENQUEUED_STATS:
                     self.stats.inc_value(name, -1)
         self._status = None
-        if self._take_given_up():  # of hosts given up on: failed at the next call
+        taken = self.frontier.take_gave_up() if self.frontier is not None else []
+        if taken:  # of hosts given up on: failed at the next call
+            self.gave_up.extend(taken)
             self.wake.now()
 
     def _duplicate(self, request: Request) -> None:
@@ -671,16 +578,9 @@ class FleetScheduler:
             self.known = SeenSet()
         self.known.add(key)
 
-    def _next_request(self) -> Request | None:
+    def pop(self, now: float) -> Handout | None:
         if self.lost or self.frontier is None:
             return None
-        self._flush()
-        now = self.clock()
-        if now - self._done_at >= DONE_EVERY:
-            self._done_at = now
-            self._finish_done(force=False)
-        if self.given_up or self._take_given_up():
-            return self._hand_out_given_up()
         if self.robots_waiting:
             if self._held_robots:
                 # A claim's turn; the engine's next ask holds again.
@@ -695,10 +595,12 @@ class FleetScheduler:
                     return robots
         if self.local:
             request = self.local.popleft()
-            if request_host(request) in self.frontier.given_up:
-                self.given_up.append(request)
-                return self._hand_out_given_up()
-            return request
+            host = request_host(request)
+            if host in self.frontier.given_up:
+                self.gave_up.append((host, request))
+                return None
+            # Never left this process: no fleet politeness (see the module's docstring).
+            return Handout(request, None, None, now, "memory")
         if self.claimed and now - self.claimed[0][1] > CLAIMED_FOR:
             self._give_back_claimed()
         if self.claimed:
@@ -707,12 +609,13 @@ class FleetScheduler:
             if self._ran_out(now):
                 return None
             claims = self.frontier.claim_many(self._room())
-            self._take_given_up()
-            if self.given_up:  # pushed for, or back in the queues of, given-up hosts
+            taken = self.frontier.take_gave_up()
+            if taken:  # pushed for, or back in the queues of, given-up hosts
+                self.gave_up.extend(taken)
                 if isinstance(claims, list):
                     self.claimed.extend((claim, now) for claim in claims)
                     self._claimed_at = now
-                return self._hand_out_given_up()
+                return None
             if not isinstance(claims, list):
                 wait = min(POLL, max(0.0, claims.ready_at - claims.now))
                 self.wake.arm(now + wait, now)
@@ -725,11 +628,11 @@ class FleetScheduler:
         request = claim.item
         if claim.host in self.frontier.given_up:
             # Claimed before its host was given up on: its lease goes (its place
-            # freed with it), and it fails here.
+            # freed with it), and it fails in the scheduler.
             self.frontier.done_later([claim.lease])
             self._flush_soon()
-            self.given_up.append(request)
-            return self._hand_out_given_up()
+            self.gave_up.append((claim.host, request))
+            return None
         if self._waits_for_robots(request):
             # Another worker queued it; this one has yet to read the origin's
             # robots.txt (its fetch is started). Sent later, after the rules came,
@@ -761,57 +664,6 @@ class FleetScheduler:
             return False
         self.wake.arm(now + min(POLL, wait), now)
         return True
-
-    def _take_given_up(self) -> bool:
-        """Requests of hosts given up on that Redis handed to this worker, to the
-        ``given_up`` queue (their hosts noted in the budget: this worker never
-        gives them up again); True if any came."""
-        if self.frontier is None:
-            return False
-        taken = self.frontier.take_gave_up()
-        for host, request in taken:
-            self.budget.given_up.add(host)
-            self.given_up.append(request)
-        return bool(taken)
-
-    def _hand_out_given_up(self) -> Request:
-        return hand_out_given_up(self.given_up.popleft(), self.stats)
-
-    def _give_up_on(self, host: str, now: float) -> None:
-        """This worker's budget for the host ran out: the host is given up on
-        fleet-wide, unless another worker did first (then it was counted and
-        logged there), and its queue is failed here."""
-        assert self.frontier is not None
-        try:
-            first, taken = self.frontier.give_up(host)
-        except Exception as exc:
-            self._stop(exc, "give_up")
-            return
-        self._take_given_up()
-        if first:
-            self.stats.inc_value("aimd/host_gave_up/hosts")
-            logger.warning(
-                "Giving up on %s fleet-wide: no success for %.0fs while it refused or "
-                "timed out (AIMD_HOST_GIVE_UP=%g); its %d queued requests fail with "
-                "HostGaveUp, and so do the requests of it that come later, in any worker",
-                host,
-                self.budget.trouble_for(host, now),
-                self.budget.budget,
-                taken,
-            )
-        self.wake.now()
-
-    def _judge(self, host: str, feedback: Mapping[str, Any]) -> None:
-        """The answer to the give-up budget, by its rule (as in a single process)."""
-        now = self.clock()
-        if self.budget.answered(
-            host,
-            now,
-            status=feedback.get("status"),
-            timeout=bool(feedback.get("timeout")),
-            throttle_codes=self.configs.for_host(host).throttle_codes,
-        ):
-            self._give_up_on(host, now)
 
     def _room(self) -> int:
         """How many requests to claim: as many as the downloader has room for (the
@@ -853,27 +705,35 @@ class FleetScheduler:
         changes = self.frontier.changes
         if changes == self._held_changes and self._held_at <= now < self._held_until:
             return
-        # Per host, asked once a call: how many over its limit (all, if paused), its gap.
-        hosts: dict[str, list[float]] = {}
+        # Per host, asked once a call: its limits and how many it has in flight.
+        hosts: dict[str, list[Any]] = {}
         until = math.inf
         for entry in list(self.claimed):
             claim = entry[0]
             known = hosts.get(claim.host)
             if known is None:
                 controller = self._controller(claim.host)
-                paused = controller.paused_until > now
-                over = CLAIM_BATCH if paused else controller.in_flight - controller.concurrency
-                # The gap, not a doubled limit's ramp (``spacing``): a claim held a
-                # few ms longer only starts later than the ramp asks.
-                known = hosts[claim.host] = [over, controller.delay]
-            if known[0] > 0 or 0 < known[1] <= now - claim.started:
-                known[0] -= 1
+                known = hosts[claim.host] = [controller.limits, controller.in_flight]
+            limits, in_flight = known
+            # The gate's own rule (core.controller.gate): could this claim start
+            # now beside the others in flight, the host paused or not? And when
+            # would the next start after it be due? Past that, sent now, it
+            # would come closer than the gap to another worker's next start.
+            # The gap, not a doubled limit's ramp (``spacing``): a claim held a
+            # few ms longer only starts later than the ramp asks.
+            next_due = gate.ready_at(
+                Limits(limits.gap, _NO_LIMIT, -math.inf), 0, claim.started, now
+            )
+            if gate.ready_at(limits, in_flight - 1, -math.inf, now) > now or (
+                limits.gap > 0 and next_due <= now
+            ):
+                known[1] -= 1
                 self.claimed.remove(entry)
                 back.append(claim.lease)
-            elif known[1] > 0:
-                # Less than a gap old: checked again from a little before it is
-                # (the margin keeps clear of rounding at Redis's time of day).
-                until = min(until, claim.started + known[1] - HELD_MARGIN)
+            elif limits.gap > 0:
+                # Checked again from a little before it is a gap old (the margin
+                # keeps clear of rounding at Redis's time of day).
+                until = min(until, next_due - HELD_MARGIN)
         if back:
             self._held_changes = -1
             self.frontier.give_back_later(back)
@@ -881,18 +741,14 @@ class FleetScheduler:
         else:
             self._held_changes, self._held_at, self._held_until = changes, now, until
 
-    def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Request:
-        host = claim.host
-        self.flights.handed_out(request, host, None, now)
-        assign_slot(request)  # the user's slot, else this URL's, not a redirect's (#2141)
-        self.reporter.started(host, now, self._controller(host))
-        # Once nothing can fail: a request never handed out is not taken for done
-        # at close (its lease expires and it is queued again).
+    def _hand_out(self, request: Request, claim: Claim[Request], now: float) -> Handout:
+        """The claim's request, for the scheduler to hand out (its place in flight,
+        its slot, the reporter's start)."""
         self.claims[request] = claim
         self._status = None
-        return request
+        return Handout(request, claim.host, None, now, "redis")
 
-    def _hold_robots(self, now: float) -> Request | None:
+    def _hold_robots(self, now: float) -> Handout | None:
         """A robots.txt request whose host has a place now, held there fleet-wide
         (``FleetFrontier.hold``): three workers' robots.txt requests must not
         reach a host that takes one request at a time together, nor inside its
@@ -928,7 +784,7 @@ class FleetScheduler:
             self.robots_waiting.remove(entry)
             self.robots_waiting.append(entry)
         # After a round trip the engine asks again at once: for the next robots.txt,
-        # the requests an answer released, or a claim (see _next_request).
+        # the requests an answer released, or a claim (see pop).
         self.wake.arm(now if self._held_robots else wake, now)
         return None
 
@@ -1044,6 +900,10 @@ class FleetScheduler:
             self.stats.set_value("aimd/fleet/duplicates", self.fleet.counters.duplicates)
         return self._status
 
+    def controller(self, host: str) -> HostController:
+        """The host as this worker knows it (its latest state read from Redis)."""
+        return self._controller(host)
+
     def _controller(self, host: str) -> HostController:
         assert self.frontier is not None
         known = self.frontier.controller(host)
@@ -1120,7 +980,7 @@ class FleetScheduler:
 
     # -- feedback ------------------------------------------------------------------
 
-    def _on_reached_downloader(self, request: Request, **_: Any) -> None:
+    def reached_downloader(self, request: Request) -> None:
         """Time the host's gap from the send, where the host has a gap: a worker's
         reactor may send a request tens of milliseconds after its claim, and
         another worker's next start must not come that much closer (one round
@@ -1149,17 +1009,18 @@ class FleetScheduler:
         self.frontier.sent_later(claim)  # with the next claim, timed now
         self._flush_soon()
 
-    def _on_feedback(self, request: Request, **feedback: Any) -> None:
+    def answer(self, request: Request, feedback: Mapping[str, Any]) -> str | None:
         """``response_feedback``: the answer goes to the host's state in Redis. A
         robots.txt answer goes there once the engine is done with it (its rules
         read, its Crawl-delay stored): its place on the host, freed before that,
         would let another worker's robots.txt start inside the delay."""
         claim = self.claims.get(request)
         if claim is None or self.lost or self.frontier is None:
-            return  # a local request, or not ours
+            return None  # a local request, or not ours
         if not feedback.get("downloaded", True) or self.flights.cancelled(request):
-            self.reporter.cancelled()
-            return  # the lease goes with done(), which frees its place
+            if self.reporter is not None:
+                self.reporter.cancelled()
+            return None  # the lease goes with done(), which frees its place
         at = self._answered_at(request, claim, feedback.get("latency"))
         if at is None:
             at = self.fleet.now()
@@ -1179,8 +1040,7 @@ class FleetScheduler:
             self.robots_answers[request] = (at, feedback)
         else:
             self._answer(request, claim, at, feedback, later=self._may_wait(claim.host, feedback))
-        if not self.lost:
-            self._judge(claim.host, feedback)
+        return None if self.lost else claim.host
 
     def _may_wait(self, host: str, feedback: Mapping[str, Any]) -> bool:
         """The answer can wait for the next claim: its reaction cannot be a refusal
@@ -1269,7 +1129,8 @@ class FleetScheduler:
             # The pause ends on the Redis server's clock: the reporter counts on ours.
             local_end = now + (reaction.paused_until - self.fleet.now())
             reaction = replace(reaction, paused_until=local_end)
-        self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
+        if self.reporter is not None:
+            self.reporter.answered(host, now, reaction, self._controller(host), before, **told)
         flight = self.flights.get(request) if not later else None
         if flight is not None:
             flight.reaction = reaction
@@ -1295,10 +1156,8 @@ class FleetScheduler:
 
     # -- robots.txt news (scrapy_aimd.robots_middleware.RobotsListener) --------------
 
-    def robots_settled(self, origin: str, released: int) -> None:
+    def robots_settled(self, origin: str) -> None:
         self.robots_settled_hosts.add(origin_host(origin))
-        if released:
-            self.wake.now()
 
     def robots_known(self, origin: str) -> RobotsAnswer | None:
         """The answer another worker stored for ``origin`` (one round trip, once per
@@ -1339,21 +1198,48 @@ class FleetScheduler:
         except Exception as exc:
             self._stop(exc, "robots_retrying")
 
-    def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
+    def set_crawl_delay(self, host: str, floor: float) -> HostController | None:
         if self.lost or self.frontier is None:
-            return
+            return None
         try:
             changed = self.frontier.update_host(
                 host, lambda controller: controller.set_crawl_delay(floor)
             )
         except Exception as exc:
             self._stop(exc, "set_crawl_delay")
-            return
+            return None
         # The delay that holds with it, also while it waits to be stored (it lost
         # its race to another worker's store: the host as this worker knows it
         # does not show it yet).
-        controller = changed if changed is not None else self._controller(host)
-        self.reporter.crawl_delay(host, self.clock(), crawl_delay, controller)
+        return changed if changed is not None else self._controller(host)
+
+
+class _SharingListener:
+    """The robots middleware's listener in a fleet: the scheduler's, and the
+    fleet's shared answers (``RobotsSharing``): only one worker fetches an
+    origin's robots.txt, the others read its answer from Redis."""
+
+    def __init__(self, scheduler: AimdScheduler, store: FleetStore) -> None:
+        self.scheduler, self.store = scheduler, store
+
+    @property
+    def reporter(self) -> Reporter:
+        return self.scheduler.reporter
+
+    def robots_settled(self, origin: str, released: int) -> None:
+        self.scheduler.robots_settled(origin, released)
+
+    def set_crawl_delay(self, host: str, crawl_delay: float, floor: float) -> None:
+        self.scheduler.set_crawl_delay(host, crawl_delay, floor)
+
+    def robots_known(self, origin: str) -> RobotsAnswer | None:
+        return self.store.robots_known(origin)
+
+    def robots_share(self, origin: str, answer: RobotsAnswer, max_age: float) -> None:
+        self.store.robots_share(origin, answer, max_age)
+
+    def robots_retrying(self, origin: str, retry_in: float) -> None:
+        self.store.robots_retrying(origin, retry_in)
 
 
 def _a_start_request(request: Request) -> bool:
