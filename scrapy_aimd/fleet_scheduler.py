@@ -809,7 +809,7 @@ class FleetScheduler:
             now,
             status=feedback.get("status"),
             timeout=bool(feedback.get("timeout")),
-            throttle_codes=self.configs.for_host(host).throttle_codes,
+            throttle_codes=self.configs.for_host(host).refusal_codes,
         ):
             self._give_up_on(host, now)
 

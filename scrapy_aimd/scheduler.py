@@ -434,6 +434,7 @@ class AimdScheduler:
         exception: BaseException | None = None,
         timeout: bool = False,
         downloaded: bool = True,
+        quota: Any = None,
         **_: Any,
     ) -> None:
         flight = self.flights.get(request)
@@ -470,12 +471,13 @@ class AimdScheduler:
                 latency=latency,
                 retry_after=retry_after,
                 page=ROBOTS_META not in request.meta,
+                quota=quota,
             )
             self.reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency
             )
         if self.budget.answered(
-            host, now, status=status, timeout=timeout, throttle_codes=controller.cfg.throttle_codes
+            host, now, status=status, timeout=timeout, throttle_codes=controller.cfg.refusal_codes
         ):
             self._gave_up(host, now)
         # For the feedback middleware, which requeues the request if this says so.

@@ -20,8 +20,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from ..rate_limit_headers import Quota
 from . import answer as _answer
 from . import gate as _gate
 from . import policy as _policy
@@ -76,8 +78,8 @@ class HostController:
 
     @property
     def delay(self) -> float:
-        """The current gap between two request starts, in seconds."""
-        return self._s.gap
+        """The current gap between two request starts, in seconds (a told quota's if wider)."""
+        return max(self._s.gap, self._s.told)
 
     spacing = delay
     """The least time between two starts: what a fleet's claims read."""
@@ -98,7 +100,12 @@ class HostController:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self._s.gap, self._s.limit, self._s.pause)
+        return Limits(self.delay, self._s.limit, self._s.pause)
+
+    @property
+    def told_gap(self) -> float:
+        """The gap the host's told quota asks for (0: none told)."""
+        return self._s.told
 
     @property
     def best_latency(self) -> float | None:
@@ -147,14 +154,17 @@ class HostController:
         *,
         page: bool = True,
         headers: Mapping[str, str] | None = None,
+        quota: Quota | None = None,
     ) -> Reaction:
         """A response came back. ``latency`` is the fetch time (default: since
         start); ``retry_after`` the parsed header in seconds. ``page`` is False
-        for what is not one of the host's pages (robots.txt). ``headers`` are
-        the response's (read by later rules: quotas)."""
+        for what is not one of the host's pages (robots.txt). ``quota`` is what
+        the response told of the host's quota (``headers`` are not read here:
+        the caller reads them with the clock they need)."""
         spacing = self._s.in_flight.pop(ticket.serial, None)
         if spacing is None:
             return _IGNORED
+        told = None if quota is None else _policy.told(self._s, now, quota)
         if latency is None or not math.isfinite(latency) or latency < 0:
             latency = max(0.0, now - ticket.started)
         cfg = self.cfg
@@ -164,8 +174,12 @@ class HostController:
             page=page,
             throttle_codes=cfg.throttle_codes,
             max_retry_after=cfg.max_retry_after,
+            block_codes=cfg.block_codes,
         )
-        return _policy.on_answer(self._s, cfg, ticket, now, read, latency, spacing)
+        reaction = _policy.on_answer(self._s, cfg, ticket, now, read, latency, spacing)
+        if told is not None and reaction.paused_until is None:
+            return replace(reaction, paused_until=told)
+        return reaction
 
     def fail(self, ticket: Ticket, now: float, timeout: bool = False) -> Reaction:
         """The request failed without a response; only a timeout is a signal."""

@@ -16,12 +16,14 @@ __all__ = ["Answer", "Kind", "Outcome", "Reaction", "is_refusal", "read", "read_
 Kind = Literal["good", "neutral", "overload", "rate_limit", "block"]
 """``good``: a 2xx or 3xx answer. ``rate_limit``: the host counts requests (429,
 or any throttle status with a Retry-After). ``overload``: the host is struggling
-(another throttle status, a timeout). ``block``: reserved for a host that bans
-the crawler (not read yet). ``neutral``: anything else (a 404, a 500, a DNS
-error), which says nothing about the host's load."""
+(another throttle status, a timeout). ``block``: a block status (403) to a page:
+a forbidden page, or a host that bans the crawler, as the policy tells from the
+answers around it. ``neutral``: anything else (a 404, a 500, a DNS error),
+which says nothing about the host's load."""
 
-Outcome = Literal["good", "neutral", "overload", "rate_limit"]
-"""How the controller read an answer (a :class:`Reaction`'s kind)."""
+Outcome = Literal["good", "neutral", "overload", "rate_limit", "block", "forbidden"]
+"""How the controller read an answer (a :class:`Reaction`'s kind): ``block``, the
+host blocks the crawler; ``forbidden``, a block status that is not (yet) a block."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +63,12 @@ def read(
     page: bool,
     throttle_codes: Collection[int],
     max_retry_after: float,
+    block_codes: Collection[int] = (),
 ) -> Answer:
     """A response. ``page`` is False for what is not one of the host's pages
     (robots.txt): a throttle status still counts, its latency never does."""
+    if page and status in block_codes:
+        return Answer("block")
     if status in throttle_codes:
         pause = None
         if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
@@ -93,9 +98,11 @@ class Reaction:
     """The end of the pause this answer asked for, if it carried a Retry-After."""
     refused: bool = False
     """The host asked for later, so the request should be queued again, not
-    dropped: a 429, any throttle status with a Retry-After and, from a host that
-    has answered a page well, a throttle status without one or a timeout. From a
-    host that never answered well those are plain failures."""
+    dropped: a 429, any throttle status with a Retry-After, a block and, from a
+    host that has answered a page well, a throttle status without one or a
+    timeout (from a host that never answered well those are plain failures). A
+    ``forbidden`` page is refused on its first try only: the answers after it
+    may prove a block."""
 
     @property
     def throttled(self) -> bool:

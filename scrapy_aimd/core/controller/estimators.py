@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-Phase = Literal["startup", "steady", "backing_off", "outage"]
+Phase = Literal["startup", "steady", "backing_off", "outage", "blocked"]
 
 __all__ = ["AcceptedRate", "Capacity", "Latency", "Outage", "median"]
 

@@ -1,51 +1,55 @@
 """The policy: from what the estimators say to the host's limits.
 
-A host is in one of four phases, each with one job (as TCP BBR's are):
+A host is in one of five phases, each with one job (as TCP BBR's are):
 
 ``startup``
-    Find the host's room fast. Each full round of good answers doubles the
-    concurrency limit; each accepted answer halves the gap's excess over its
-    floor. Ends at the first refusal, or when the host's pages slow with the
-    load (requests wait inside it).
+    Find the host's room fast: each full round of good answers doubles the
+    limit, each accepted answer halves the gap's excess over its floor. Ends at
+    the first refusal, or when the pages slow with the load (a queue inside).
 ``steady``
-    Stay just below what the host takes, and look for more. A full round of
-    good answers whose pages stayed as fast adds one to the limit. The gap
-    closes on the spacing last refused by halving the distance per stretch
-    (as many answers as the host's last run; none after a cycle, which was a
-    stretch at its own rate); refused on the way, it goes back to the last gap taken;
-    refused at a gap taken (a window, a burst spent), the cycle's rate holds
-    for ``LONE_AFTER`` answers. Later it narrows by ``MARGIN`` per probe period.
+    Stay just below what the host takes, and look for more: a full round of
+    good answers at unchanged speed adds one to the limit. The gap closes on
+    the spacing last refused by halving the distance per stretch (as many
+    answers as the host's last run); refused on the way, it goes back to the
+    last gap taken; refused at a gap taken (a window, a burst spent), the
+    cycle's rate holds for ``LONE_AFTER`` answers. Later it narrows by
+    ``MARGIN`` per probe period.
 ``backing_off``
-    The host refused where the gap set the pace. Each refusal doubles the gap
-    (never wider than a quarter of the refusals' age); the first accepted
-    request ends the cycle, and the gap becomes what the host accepted over it,
-    with a margin (:class:`.estimators.AcceptedRate`): a lower bound of the
-    host's rate, whatever the spacing it refused. Then ``steady``.
+    Refused where the gap set the pace: each refusal doubles the gap (within a
+    quarter of the refusals' age); the first accepted request ends the cycle at
+    the rate the host accepted over it, with a margin
+    (:class:`.estimators.AcceptedRate`), whatever the spacing it refused.
 ``outage``
-    Backing off from overloads (503s, timeouts) at a gap four times the
-    spacing the host took before: the host is down, not counting. The first
-    accepted request restores the limits from before the first refusal.
+    Overloads at four times the spacing the host took before: the host is
+    down, not counting; the first accepted request restores the limits.
+``blocked``
+    ``BLOCK_RUN`` block statuses in a row after pages (fewer are forbidden
+    pages): no start for a wait (half the last block's, 1 s at least), then
+    one probe at a time, the wait doubling while it is still blocked, up to
+    ``max_delay`` (every hit may renew a block). The first accepted request
+    ends it at the cycle's rate, the block's time in it: below the rate that
+    brought it on. Then ``steady``, narrowing by margins only.
 
-A refusal where the concurrency limit set the pace (in flight at the limit,
-the gap at its floor; a 503 or a timeout, not a 429) halves the limit instead,
-and never touches the gap. A pause (Retry-After) holds every start until it
-ends, whatever the phase. At most one decrease per round: a refusal from a
-request that started before the last decrease is not acted on again.
-
-Every transition is in this module; :class:`~.HostController` only feeds it.
+A refusal where the limit set the pace (a 503 or a timeout at the limit, the
+gap at its floor) halves the limit instead. A pause (Retry-After, a spent told
+quota) holds every start until it ends; a told quota (:func:`told`) is a floor
+under the gap, never probed for. At most one decrease per round: a refusal of a
+request started before the last decrease is not acted on again. Every
+transition is in this module; :class:`~.HostController` only feeds it.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..rate_limit_headers import Quota
 from .answer import Answer, Outcome, Reaction
 from .config import ControllerConfig
 from .estimators import median
 from .gate import Ticket
 from .state import HostState, Phase
 
-__all__ = ["GROWTH", "LONE_AFTER", "MARGIN", "on_answer", "on_start"]
+__all__ = ["BLOCK_RUN", "GROWTH", "LONE_AFTER", "MARGIN", "on_answer", "on_start", "told"]
 
 MARGIN = 0.1
 """The gap keeps this share above the spacing the host accepted, and narrows
@@ -64,6 +68,11 @@ not acted on): below 2 % of requests, backing off would cost more than it
 saves. The same 2 % sets the probe period: at most one probe per 50 answers."""
 DEFAULT_SPACING = 1.0
 """The gap after a refusal with no spacing measured: the classic one request a second."""
+BLOCK_RUN = 4
+"""Block statuses in a row that make a block: where a fifth of a site's links
+are forbidden, four in a row come by chance once in 625 answers."""
+RESOLUTION = 1.0
+"""Quota resets are told in whole seconds: a spent quota waits at least this."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
@@ -102,14 +111,15 @@ def on_answer(
 ) -> Reaction:
     """Feed one answer of ``ticket``'s request, started ``spacing`` after the one
     before it (negative: none before); return what was made of it."""
-    paused = None
     if answer.pause is not None:
-        s.pause = paused = max(s.pause, now + answer.pause)
+        s.pause = max(s.pause, now + answer.pause)
+    if answer.kind == "block":
+        return _block(s, r, ticket, now)
     if answer.refusal:
-        return _refused(s, r, ticket, now, answer, paused, spacing)
+        return _refused(s, r, ticket, now, answer, spacing)
     ended = False
     if answer.served:
-        s.since_refusal += 1
+        s.since_refusal, s.run = s.since_refusal + 1, 0
         ended = _accepted(s, r, ticket, now)
     if answer.kind != "good" or not answer.page:
         return Reaction(answer.kind if answer.kind == "good" else "neutral", False)
@@ -127,14 +137,9 @@ def on_answer(
 
 
 def _refused(
-    s: HostState,
-    r: ControllerConfig,
-    ticket: Ticket,
-    now: float,
-    answer: Answer,
-    paused: float | None,
-    spacing: float,
+    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, answer: Answer, spacing: float
 ) -> Reaction:
+    paused = s.pause if answer.pause is not None else None
     kind: Outcome = "rate_limit" if answer.kind == "rate_limit" else "overload"
     refused = kind == "rate_limit" or s.answered_well
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
@@ -148,8 +153,7 @@ def _refused(
     if s.outage.since is None:
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
     s.rate.refuse(now)
-    s.round, s.outage.refusals = s.round + 1, s.outage.refusals + 1
-    s.probes = 0
+    s.round, s.outage.refusals, s.probes = s.round + 1, s.outage.refusals + 1, 0
     limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
     s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
     if s.halved:
@@ -159,9 +163,39 @@ def _refused(
         _set_limit(s, s.over - 1 if again else (s.limit + 1) // 2, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return Reaction("overload", True, paused, refused)
-    else:
-        _widen_gap(s, r, now, spacing, overload=kind == "overload")
+    _widen_gap(s, r, now, spacing, overload=kind == "overload")
     return Reaction(kind, True, paused, refused)
+
+
+def _block(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> Reaction:
+    """A block status: a forbidden page (fetched once more: the answers after it
+    may prove a block), the run's last that makes a block, or a probe still blocked."""
+    if s.phase != "blocked":
+        s.run += 1
+        if s.run < BLOCK_RUN or not s.answered_well:
+            return Reaction("forbidden", False, refused=s.answered_well)
+        s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
+        s.rate.refuse(now)
+        s.phase, s.wait, s.probes = "blocked", max(DEFAULT_SPACING, s.wait / GROWTH), 0
+        _set_limit(s, 1, now)
+    elif ticket.round == s.round:
+        s.wait *= GROWTH
+    else:  # started before the block was seen: not acted on again
+        return Reaction("block", False, refused=True)
+    s.round, s.wait = s.round + 1, min(s.wait, r.max_delay)
+    s.pause = max(s.pause, now + s.wait)
+    return Reaction("block", True, s.pause, refused=True)
+
+
+def told(s: HostState, now: float, quota: Quota) -> float | None:
+    """A quota the host told: the gap at which what remains, less the requests in
+    flight, lasts until the reset; at none, a pause to the reset (its end returned)."""
+    left = quota.remaining - len(s.in_flight)
+    s.told = quota.resets_in / left if left > 0 and quota.resets_in > 0 else 0.0
+    if left > 0 or (quota.remaining > 0 and quota.resets_in <= 0):
+        return None
+    s.pause = max(s.pause, now + max(quota.resets_in, RESOLUTION))
+    return s.pause
 
 
 def _widen_gap(
@@ -188,11 +222,15 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     rate = s.rate.accept(ticket.started)
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
-    if s.phase == "outage":
-        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
+    blocked = s.phase == "blocked"
+    if s.phase in ("outage", "blocked"):
+        # An outage's limits come back; a block's gap is the cycle's rate, the block's
+        # time in it: below the rate that brought it on.
+        gap = (1.0 + MARGIN) / rate if rate else DEFAULT_SPACING
+        set_gap(s, gap if blocked else s.outage.gap, r.min_delay, r.max_delay)
         most = min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency
         _set_limit(s, most, now)
-        s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
+        s.phase = "steady" if blocked or s.outage.phase == "backing_off" else s.outage.phase
     elif s.phase == "backing_off" and s.taken > s.outage.gap:
         # Refused a step below a gap it took for a stretch: back to it (bisection).
         set_gap(s, s.taken, r.min_delay, r.max_delay)
@@ -212,7 +250,8 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     s.taken, s.stretch = 0.0, s.since_refusal + first
     s.outage.end()
     s.probe_at = now + _probe_period(s)
-    s.hold_until = now + max(LONE_AFTER * s.rate.waited, 2 * LONE_AFTER * s.gap)
+    held = max(LONE_AFTER * s.rate.waited, 2 * LONE_AFTER * s.gap)
+    s.hold_until = now if blocked else now + held  # after a block: no bisection
     return True
 
 
@@ -235,7 +274,7 @@ def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
     low = floor(s, r.min_delay)
     if now < s.hold_until:
         low = max(low, (1.0 + MARGIN) * s.hold)
-    if s.gap <= low or s.phase in ("backing_off", "outage"):
+    if s.gap <= low or s.phase in ("backing_off", "outage", "blocked"):
         return
     if s.phase == "startup":
         set_gap(s, low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
@@ -294,5 +333,5 @@ def _set_limit(s: HostState, limit: int, now: float) -> None:
 
 
 def phase_at(s: HostState, now: float) -> Phase | str:
-    """The phase, with ``paused`` while a Retry-After holds the host."""
-    return "paused" if s.pause > now else s.phase
+    """The phase, with ``paused`` while a Retry-After or a spent quota holds the host."""
+    return "paused" if s.pause > now and s.phase != "blocked" else s.phase
