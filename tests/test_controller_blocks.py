@@ -136,7 +136,9 @@ def test_after_the_block_the_host_is_paced_below_the_rate_that_brought_it_on() -
     assert 1.0 / host.delay < run_rate  # and stays below for a while
 
 
-def test_a_later_block_starts_from_half_the_last_wait() -> None:
+def test_a_later_block_starts_from_the_wait_that_ended_the_last() -> None:
+    """A block lasts as the host's last did: its first probe comes when the last
+    block's did end, not a doubling short of it (each probe may renew a block)."""
     host = make()
     now = block(host, 0.0)
     for _ in range(3):  # 1, 2, 4, then 8 s
@@ -146,7 +148,7 @@ def test_a_later_block_starts_from_half_the_last_wait() -> None:
     last = host.paused_until - now
     now = serve(host, host.ready_at(now), 60)
     now = block(host, now)
-    assert host.paused_until - now == pytest.approx(last / GROWTH, abs=FAST)
+    assert host.paused_until - now == pytest.approx(last, abs=FAST)
 
 
 def test_block_codes_are_a_setting_and_apart_from_throttle_codes() -> None:

@@ -276,7 +276,7 @@ def test_block_codes_are_read_and_checked_naming_the_setting() -> None:
     assert configs(AIMD_BLOCK_CODES=[]).default.block_codes == frozenset()
     with pytest.raises(AimdSettingsError, match="AIMD_BLOCK_CODES"):
         configs(AIMD_BLOCK_CODES="forbidden")
-    with pytest.raises(AimdSettingsError, match="AIMD_BLOCK_CODES.*AIMD_THROTTLE_CODES"):
+    with pytest.raises(AimdSettingsError, match=r"AIMD_BLOCK_CODES.*AIMD_THROTTLE_CODES"):
         configs(AIMD_BLOCK_CODES=[403, 429])
     with pytest.raises(AimdSettingsError, match="AIMD_BLOCK_CODES"):
         configs(AIMD_BLOCK_CODES=[1403])

@@ -11,6 +11,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
+from .config import ControllerConfig
+
 __all__ = ["Answer", "Kind", "Outcome", "Reaction", "is_refusal", "read", "read_failure"]
 
 Kind = Literal["good", "neutral", "overload", "rate_limit", "block"]
@@ -38,13 +40,12 @@ class Answer:
     counted: bool = False
     """A 429: the host said it counts requests (the limit never set that pace)."""
     served: bool = False
-    """The host took a page request (any status but a throttle one): it counts
-    towards the rate the host accepts. robots.txt says nothing of the pages."""
+    """The host took a page request (not robots.txt; any status but a throttle or
+    block one): it counts towards the rate the host accepts."""
     page: bool = False
     """One of the host's pages (not robots.txt), answered 2xx or 3xx."""
     measured: bool = False
-    """A 2xx page: its latency speaks for the host's pages (redirects and error
-    answers come back in milliseconds from hosts whose pages take seconds)."""
+    """A 2xx page: its latency speaks for the host's pages (not redirects, errors)."""
 
     @property
     def refusal(self) -> bool:
@@ -52,27 +53,20 @@ class Answer:
 
 
 def is_refusal(status: int | None, timeout: bool, throttle_codes: Collection[int]) -> bool:
-    """A throttle status or a timeout: the host pushed back (``status`` None: a failure)."""
+    """A status of ``throttle_codes`` (``cfg.refusal_codes``: blocks too) or a timeout."""
     return timeout or (status is not None and status in throttle_codes)
 
 
-def read(
-    status: int,
-    retry_after: float | None,
-    *,
-    page: bool,
-    throttle_codes: Collection[int],
-    max_retry_after: float,
-    block_codes: Collection[int] = (),
-) -> Answer:
+def read(status: int, retry_after: float | None, *, page: bool, cfg: ControllerConfig) -> Answer:
     """A response. ``page`` is False for what is not one of the host's pages
     (robots.txt): a throttle status still counts, its latency never does."""
+    throttle_codes, block_codes = cfg.throttle_codes, cfg.block_codes
     if page and status in block_codes:
         return Answer("block")
     if status in throttle_codes:
         pause = None
         if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
-            pause = min(retry_after, max_retry_after)
+            pause = min(retry_after, cfg.max_retry_after)
         kind: Kind = "rate_limit" if status == 429 or pause is not None else "overload"
         return Answer(kind, pause, counted=status == 429)
     if not page:

@@ -19,16 +19,13 @@ class ControllerConfig:
     max_delay: float = 60.0
     """The widest gap the controller backs off to (a robots Crawl-delay may exceed it)."""
     max_concurrency: int = 8
-    """The most requests in flight at once (the add-on's default is the crawl's
-    ``CONCURRENT_REQUESTS_PER_DOMAIN``, Scrapy's 8)."""
+    """The most requests in flight at once (the add-on: CONCURRENT_REQUESTS_PER_DOMAIN)."""
     adaptive: bool = True
     """Earn concurrency from 1 (True) or stay at ``max_concurrency`` (False)."""
     fast_latency: float = 0.25
     """A page median at or below this is never read as a queue at the host."""
     latency_factor: float = 2.0
-    """Kept for compatibility: pages this many times slower than the host's
-    unloaded latency are read as waiting anyway (the queue estimate decides
-    first)."""
+    """Pages this many times slower than unloaded are a queue, whatever the estimate."""
     throttle_codes: frozenset[int] = frozenset({429, 503})
     """Statuses by which a host says "slow down"."""
     max_retry_after: float = 3600.0

@@ -60,7 +60,8 @@ class HostState:
     since_refusal: int = 0
     answered_well: bool = False
     run: int = 0
-    """Block statuses in a row, with no other answer of a page between."""
+    """Block statuses in a row, with no other answer between of a page sent after the first."""
+    run_since: float = -math.inf
     wait: float = 0.0
     """While blocked, the wait before the next probe; after, the last one's."""
     told: float = 0.0
@@ -80,7 +81,7 @@ class HostState:
 
 _PARTS = {"latency": Latency, "capacity": Capacity, "rate": AcceptedRate, "outage": Outage}
 #: Fields that are times on the controller's clock (moved by :func:`shift_state`).
-_TIMES = {"level_since", "probe_at", "hold_until", "last_start", "previous_start"}
+_TIMES = {"level_since", "probe_at", "hold_until", "last_start", "previous_start", "run_since"}
 #: Fields read apart: under their earlier names (gap, limit, pause), or by shape.
 _SCALARS = {"gap", "limit", "pause", "crawl_delay", "phase", "cut", "in_flight"}
 _PART_TIMES = {"rate": ("run_start", "refused_since"), "outage": ("since",)}
@@ -106,11 +107,8 @@ def encode(s: HostState) -> dict[str, Any]:
             out[f.name] = [[serial, at] for serial, at in value.items()]
         else:
             out[f.name] = _plain(value)
-    out["delay"], out["concurrency"], out["paused_until"] = (
-        out.pop("gap"),
-        out.pop("limit"),
-        out.pop("pause"),
-    )
+    for old, new in (("delay", "gap"), ("concurrency", "limit"), ("paused_until", "pause")):
+        out[old] = out.pop(new)
     out["best_latency"] = s.latency.baseline
     return out
 
@@ -119,9 +117,7 @@ def decode(data: Mapping[str, Any]) -> HostState:
     """A record from :func:`encode`'s data. Raises ValueError naming what is wrong."""
     if not isinstance(data, Mapping):
         raise ValueError(f"controller state {data!r}: expected a mapping")
-    version = data.get("version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"controller state version={version!r}: expected a whole number")
+    version = _whole(data, "version", 1, 1)
     if version > VERSION:
         raise ValueError(
             f"controller state of version {version}: this release reads versions up to {VERSION}"
