@@ -138,16 +138,26 @@ class AimdDownloaderMiddleware:
             quota=self._quota(response, cfg.max_retry_after) if sent_at is not None else None,
         )
         reaction = self._reaction(request)
-        if reaction is not None and reaction.kind == "forbidden":
-            if reaction.refused and sent_at is not None and not request.meta.get(FORBIDDEN_META):
-                again = self._requeue(request, str(status))
-                if again is not None:
-                    again.meta[FORBIDDEN_META] = True
-                    return again
-            self.stats.inc_value("aimd/forbidden")
-            return response
+        if reaction is not None and reaction.kind in ("forbidden", "block"):
+            return self._blocked(request, response, reaction, sent_at is not None)
         if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
+        return response
+
+    def _blocked(
+        self, request: Request, response: Response, reaction: Reaction, sent: bool
+    ) -> Request | Response:
+        """A block status: queued again (a forbidden page once, marked), or handed to
+        the spider as a forbidden page, as it is the second time its URL answers so
+        (during a block too: a page that always answers 403 must not hold a probe)."""
+        before = request.meta.get(FORBIDDEN_META)
+        if sent and reaction.refused and not before:
+            again = self._requeue(request, str(response.status))
+            if again is not None:
+                again.meta[FORBIDDEN_META] = reaction.kind == "forbidden"
+                return again
+        if reaction.kind == "forbidden" or before:
+            self.stats.inc_value("aimd/forbidden")
         return response
 
     def _quota(self, response: Response, max_seconds: float) -> Quota | None:

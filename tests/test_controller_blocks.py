@@ -270,3 +270,28 @@ def test_a_told_quota_is_spent_by_its_reset_at_the_latest(told: list[tuple[int, 
             assert host.delay * left >= resets_in * (1 - 1e-9)
         elif remaining <= 0 or left <= 0 < resets_in:
             assert host.paused_until >= now + min(resets_in, RESOLUTION) - 1e-9
+
+
+def test_pages_sent_before_the_run_do_not_break_it_pages_sent_after_do() -> None:
+    """With many in flight, the pages of requests sent before the first blocked one
+    come back among the 403s: they say nothing of the block. A page sent after the
+    first 403's request proves the host was not blocking."""
+    host = make(adaptive=False, max_concurrency=16)
+    now = serve(host, 0.0, 5)
+    early = [host.start(now) for _ in range(4)]
+    now += FAST
+    blocked = [host.start(now) for _ in range(BLOCK_RUN)]
+    for first, second in zip(blocked, early, strict=True):
+        host.finish(first, now + 0.01, status=403, latency=0.01)
+        host.finish(second, now + 0.01, status=200, latency=FAST)
+    assert host.phase(now + 0.01) == "blocked"
+
+    host = make(adaptive=False, max_concurrency=16)
+    now = serve(host, 0.0, 5)
+    blocked = [host.start(now) for _ in range(BLOCK_RUN)]
+    later = host.start(now + FAST)
+    for ticket in blocked[:-1]:
+        host.finish(ticket, now + 2 * FAST, status=403, latency=FAST)
+    host.finish(later, now + 2 * FAST, status=200, latency=FAST)
+    host.finish(blocked[-1], now + 3 * FAST, status=403, latency=FAST)
+    assert host.phase(now + 3 * FAST) != "blocked"

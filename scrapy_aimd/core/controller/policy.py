@@ -93,7 +93,7 @@ def on_answer(
     ended = False
     if answer.served:
         s.since_refusal += 1
-        s.run = s.run if ticket.started < s.run_since else 0  # sent before the run: no news
+        s.run = s.run if ticket.started <= s.run_since else 0  # sent before the run: no news
         ended = _accepted(s, r, ticket, now)
     if answer.kind != "good" or not answer.page:
         return Reaction(answer.kind if answer.kind == "good" else "neutral", False)
@@ -143,7 +143,7 @@ def _block(
 ) -> Reaction:
     """A block status: a forbidden page (fetched once more), a run's last, or a probe."""
     if s.phase != "blocked":
-        s.run, s.run_since = s.run + 1, now if s.run == 0 else s.run_since
+        s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
         if s.run < BLOCK_RUN or not s.answered_well:
             return Reaction("forbidden", False, refused=s.answered_well)
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))

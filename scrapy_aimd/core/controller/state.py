@@ -60,7 +60,7 @@ class HostState:
     since_refusal: int = 0
     answered_well: bool = False
     run: int = 0
-    """Block statuses in a row, with no other answer between of a page sent after the first."""
+    """Block statuses in a row: no other answer between of a page sent after the first's."""
     run_since: float = -math.inf
     wait: float = 0.0
     """While blocked, the wait before the next probe; after, the last one's."""
