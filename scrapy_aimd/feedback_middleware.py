@@ -16,9 +16,10 @@ Scrapy. This middleware decides nothing about the host itself.
 
 A block status (``AIMD_BLOCK_CODES``, 403) from a host that serves pages is
 queued again once, as the controller says (``forbidden``): the answers after
-it may prove a block, and a page must not be lost to a block that ends. On its
-second try it is handed to the spider as a forbidden page (``aimd/forbidden``);
-during a block (``block``) it is queued again as any refusal.
+it may prove a block, and a page must not be lost to a block that ends. The
+second time its URL answers so it is handed to the spider as a forbidden page
+(``aimd/forbidden``), during a block too; any other request answered during a
+block (``block``) is queued again as any refusal.
 
 It reads the quota a response tells (``X-RateLimit-*``, ``RateLimit-*``, see
 :mod:`scrapy_aimd.core.rate_limit_headers`), bounded by ``AIMD_MAX_RETRY_AFTER``,
@@ -153,8 +154,12 @@ class AimdDownloaderMiddleware:
         before = request.meta.get(FORBIDDEN_META)
         if sent and reaction.refused and not before:
             again = self._requeue(request, str(response.status))
+            if again is not None and reaction.kind == "forbidden":
+                # After the other requests of its host: if a block follows, its
+                # probes are those, and this one comes once the block is over.
+                again.meta[FORBIDDEN_META] = True
+                again.priority -= 1
             if again is not None:
-                again.meta[FORBIDDEN_META] = reaction.kind == "forbidden"
                 return again
         if reaction.kind == "forbidden" or before:
             self.stats.inc_value("aimd/forbidden")
