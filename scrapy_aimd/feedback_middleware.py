@@ -17,9 +17,9 @@ Scrapy. This middleware decides nothing about the host itself.
 A block status (``AIMD_BLOCK_CODES``, 403) from a host that serves pages is
 queued again once, as the controller says (``forbidden``): the answers after
 it may prove a block, and a page must not be lost to a block that ends. The
-second time its URL answers so it is handed to the spider as a forbidden page
-(``aimd/forbidden``), during a block too; any other request answered during a
-block (``block``) is queued again as any refusal.
+second time its URL answers so, alone or as a blocked host's probe, it is
+handed to the spider as a forbidden page (``aimd/forbidden``); any other
+request answered during a block (``block``) is queued again as any refusal.
 
 It reads the quota a response tells (``X-RateLimit-*``, ``RateLimit-*``, see
 :mod:`scrapy_aimd.core.rate_limit_headers`), bounded by ``AIMD_MAX_RETRY_AFTER``,
@@ -148,15 +148,19 @@ class AimdDownloaderMiddleware:
     def _blocked(
         self, request: Request, response: Response, reaction: Reaction, sent: bool
     ) -> Request | Response:
-        """A block status: queued again (a forbidden page once, marked), or handed to
-        the spider as a forbidden page, as it is the second time its URL answers so
-        (during a block too: a page that always answers 403 must not hold a probe)."""
-        before = request.meta.get(FORBIDDEN_META)
-        if sent and reaction.refused and not before:
+        """A block status: queued again (a forbidden page once, marked and after its
+        host's other requests), or handed to the spider as a forbidden page when its
+        URL answered so before and now does so alone or as a block's probe (a page
+        that always answers 403 must not hold a blocked host's probes)."""
+        before = bool(request.meta.get(FORBIDDEN_META))
+        hand_on = not reaction.refused or (
+            before and (reaction.kind == "forbidden" or reaction.decreased)
+        )
+        if sent and not hand_on:
             again = self._requeue(request, str(response.status))
             if again is not None and reaction.kind == "forbidden":
-                # After the other requests of its host: if a block follows, its
-                # probes are those, and this one comes once the block is over.
+                # If a block follows, its probes are the host's other requests,
+                # and this one comes once the block is over.
                 again.meta[FORBIDDEN_META] = True
                 again.priority -= 1
             if again is not None:
