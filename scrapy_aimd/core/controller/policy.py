@@ -194,11 +194,12 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     rate = s.rate.accept(ticket.started)
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
-    if s.phase in ("blocked", "outage"):  # the limit from before comes back
+    if s.phase == "blocked":  # a block refuses all in flight: the limit is earned again
+        _set_limit(s, 1 if r.adaptive else r.max_concurrency, now)
+        s.phase = "backing_off"  # and the cycle ends as a backoff's does
+    if s.phase == "outage":
         most = min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency
         _set_limit(s, most, now)
-        s.phase = "backing_off" if s.phase == "blocked" else s.phase  # a cycle's end
-    if s.phase == "outage":
         set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
     elif s.phase == "backing_off" and s.taken > s.outage.gap:
