@@ -152,7 +152,7 @@ def may_be_refusal(cfg: ControllerConfig, status: int | None, *, timeout: bool) 
     controller has read it: a throttle status, or a timeout. The one place
     outside the controller that says so (a fleet worker sends the others
     only such answers at once: the rest may wait for its next claim)."""
-    return is_refusal(status, timeout, cfg.throttle_codes)
+    return is_refusal(status, timeout, cfg.refusal_codes)
 
 
 def request_depth(request: Request) -> int:

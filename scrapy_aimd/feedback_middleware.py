@@ -14,6 +14,17 @@ host asking for later, not a failed page. Any other answer is left to Scrapy's
 RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
 Scrapy. This middleware decides nothing about the host itself.
 
+A block status (``AIMD_BLOCK_CODES``, 403) from a host that serves pages is
+queued again once, as the controller says (``forbidden``): the answers after
+it may prove a block, and a page must not be lost to a block that ends. The
+second time its URL answers so, alone or as a blocked host's probe, it is
+handed to the spider as a forbidden page (``aimd/forbidden``); any other
+request answered during a block (``block``) is queued again as any refusal.
+
+It reads the quota a response tells (``X-RateLimit-*``, ``RateLimit-*``, see
+:mod:`scrapy_aimd.core.rate_limit_headers`), bounded by ``AIMD_MAX_RETRY_AFTER``,
+and sends it with the feedback for the controller to pace the host by.
+
 It also tells, in the in-flight registry, whether a request may have gone on
 a new connection (:mod:`scrapy_aimd.core.connections`), from the sends and
 answers it sees (one it never sees answered leaves its connection out of the
@@ -33,6 +44,7 @@ from twisted.internet.error import TimeoutError as TwistedTimeoutError
 
 from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.connections import OpenConnections
+from scrapy_aimd.core.rate_limit_headers import Quota, read_quota
 from scrapy_aimd.core.retry_after import longest_retry_after
 from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
@@ -54,6 +66,9 @@ TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
 #: Set on a request given up on (to its URL), so that its copies are not counted
 #: again; a copy for another URL (an errback's fallback) is a request of its own.
 GAVE_UP_META = "aimd_gave_up"
+#: Set on a request queued again for a block status that may have been a forbidden
+#: page: its next such answer goes to the spider.
+FORBIDDEN_META = "aimd_forbidden_again"
 
 
 class AimdDownloaderMiddleware:
@@ -111,7 +126,8 @@ class AimdDownloaderMiddleware:
             self.connections.answered(_pool_key(request), self.clock(), kept=kept)
         status = response.status
         retry_after = None
-        if status in self.configs.for_host(request_host(request)).throttle_codes:
+        cfg = self.configs.for_host(request_host(request))
+        if status in cfg.throttle_codes:
             retry_after = self._retry_after(request, response)
         self._send(
             request,
@@ -120,11 +136,51 @@ class AimdDownloaderMiddleware:
             latency=self._latency(request, sent_at),
             retry_after=retry_after,
             downloaded=sent_at is not None,
+            quota=self._quota(response, cfg.max_retry_after) if sent_at is not None else None,
         )
         reaction = self._reaction(request)
+        if reaction is not None and reaction.kind in ("forbidden", "block"):
+            return self._blocked(request, response, reaction, sent_at is not None)
         if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
         return response
+
+    def _blocked(
+        self, request: Request, response: Response, reaction: Reaction, sent: bool
+    ) -> Request | Response:
+        """A block status: queued again (a forbidden page once, marked and after its
+        host's other requests), or handed to the spider as a forbidden page when its
+        URL answered so before and now does so alone or as a block's probe (a page
+        that always answers 403 must not hold a blocked host's probes)."""
+        before = bool(request.meta.get(FORBIDDEN_META))
+        hand_on = not reaction.refused or (
+            before and (reaction.kind == "forbidden" or reaction.decreased)
+        )
+        if sent and not hand_on:
+            again = self._requeue(request, str(response.status))
+            if again is not None and reaction.kind == "forbidden":
+                # If a block follows, its probes are the host's other requests,
+                # and this one comes once the block is over.
+                again.meta[FORBIDDEN_META] = True
+                again.priority -= 1
+            if again is not None:
+                return again
+        if reaction.kind == "forbidden" or before:
+            self.stats.inc_value("aimd/forbidden")
+        return response
+
+    def _quota(self, response: Response, max_seconds: float) -> Quota | None:
+        """The quota the response tells, if any; garbled and capped values counted."""
+        reading = read_quota(response.headers, time.time(), max_seconds)
+        if reading is None:
+            return None
+        if reading.garbled:
+            self.stats.inc_value("aimd/quota/garbled")
+        if reading.capped:
+            self.stats.inc_value("aimd/quota/capped")
+        if reading.quota is not None:
+            self.stats.inc_value("aimd/quota/told")
+        return reading.quota
 
     def process_exception(self, request: Request, exception: Exception) -> Request | None:
         sent_at = self._sent_at(request)
@@ -163,6 +219,7 @@ class AimdDownloaderMiddleware:
         feedback.setdefault("retry_after", None)
         feedback.setdefault("exception", None)
         feedback.setdefault("timeout", False)
+        feedback.setdefault("quota", None)
         self.crawler.signals.send_catch_log(
             signal=signals.response_feedback, request=request, **feedback
         )

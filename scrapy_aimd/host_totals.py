@@ -41,6 +41,11 @@ class HostTotals:
     delay: float | None = None
     limit: int | None = None
     best_latency: float | None = None
+    #: Blocks (a run of block statuses after pages), and the seconds of those that ended.
+    blocks: int = 0
+    blocked_seconds: float = 0.0
+    #: Responses after which the host's told quota set its pace (``told`` responses).
+    told: int = 0
     #: The end of the latest pause counted, so that overlapping pauses count once.
     paused_until: float = field(default=0.0, repr=False, compare=False)
 
@@ -54,6 +59,7 @@ class HostTotals:
             self.responses[f"{status // 100}xx" if status is not None else "?"] += 1
             if status is not None:
                 self.statuses[status] += 1
+            self.told += record.get("told") is True
             latency = as_number(record.get("latency"))
             if latency is not None and latency >= 0:
                 best = self.best_latency
@@ -67,6 +73,10 @@ class HostTotals:
             self._state(record)
         elif event == "change":
             self._state(record)
+        elif event == "block":
+            self.blocks += 1
+        elif event == "unblock":
+            self.blocked_seconds += max(0.0, as_number(record.get("seconds")) or 0.0)
         elif event == "pause":
             until = pause_until(record)
             if until is not None:
@@ -88,9 +98,13 @@ class HostTotals:
 
     @property
     def troubled(self) -> bool:
-        """The host pushed back: throttled, paused or refused (429/503)."""
+        """The host pushed back: throttled, paused, blocked or refused (429/503)."""
         return bool(
-            self.throttles or self.paused_seconds > 0 or self.statuses[429] or self.statuses[503]
+            self.throttles
+            or self.paused_seconds > 0
+            or self.blocks
+            or self.statuses[429]
+            or self.statuses[503]
         )
 
     def _state(self, record: Mapping[str, Any]) -> None:

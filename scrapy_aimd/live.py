@@ -39,6 +39,8 @@ class HostLine:
     refused: int
     gap: float
     limit: int
+    why: str = ""
+    """"blocked" or "told quota" when the host's block or told quota holds it."""
 
 
 @dataclass
@@ -94,6 +96,10 @@ class HostsView:
             line = HostLine(
                 host, paused_for, self.refused[host], controller.delay, controller.concurrency
             )
+            if controller.phase(now) == "blocked":
+                line.why = "blocked"
+            elif controller.told_gap > 0 and controller.told_gap >= controller.delay:
+                line.why = "told quota"
             if paused_for > 0 or line.refused or line.gap > 0:
                 candidates.append(line)
         candidates.sort(key=lambda h: (-h.paused_for, -h.refused, -h.gap, h.host))
@@ -115,7 +121,7 @@ def hosts_line(snap: Snapshot) -> str:
 
 
 def _describe(h: HostLine) -> str:
-    parts = []
+    parts = [h.why] if h.why else []
     if h.paused_for > 0:
         parts.append(f"paused {h.paused_for:.1f}s more")
     if h.refused:

@@ -267,6 +267,7 @@ class LocalStore:
                 latency=latency,
                 retry_after=feedback.get("retry_after"),
                 page=ROBOTS_META not in request.meta,
+                quota=feedback.get("quota"),
             )
             reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency

@@ -81,6 +81,8 @@ class Reporter:
         self._troubled: set[str] = set()
         #: Hosts paused whose first start after the pause is still to be told.
         self._pausing: set[str] = set()
+        #: Blocked hosts, and when their block began.
+        self._blocked: dict[str, float] = {}
 
     def open(
         self,
@@ -142,17 +144,25 @@ class Reporter:
         timeout: bool = False,
     ) -> None:
         """A response (``status``) or a failure (``error``), and what the controller made of it."""
+        delay, concurrency = controller.delay, controller.concurrency
+        told = controller.told_gap > 0 and controller.told_gap >= delay
         if status is None:
             self._event("fail", now, host, error="timeout" if timeout else error, timeout=timeout)
+        elif told:
+            self.stats.inc_value("aimd/quota/paced")
+            self._event("response", now, host, status=status, latency=latency, told=True)
         else:
             self._event("response", now, host, status=status, latency=latency)
-        delay, concurrency = controller.delay, controller.concurrency
-        if reaction.throttled:
+        if reaction.kind == "block":
+            self._block(host, now, reaction, controller)
+        elif host in self._blocked and reaction.kind in ("good", "neutral"):
+            self._unblocked(host, now, controller)
+        if reaction.throttled or (reaction.kind == "block" and reaction.decreased):
             self._throttled(
                 host, now, reaction, controller, _reason(reaction, status, error, timeout)
             )
         if reaction.paused_until is not None and reaction.paused_until > now:
-            self._paused(host, now, reaction.paused_until)
+            self._paused(host, now, reaction.paused_until, _pause_reason(reaction))
         elif reaction.kind == "good" and host in self._troubled:
             self._troubled.discard(host)
             logger.debug("%s recovered: gap %.2fs, limit %d", host, delay, concurrency)
@@ -280,15 +290,53 @@ class Reporter:
             decreased=reaction.decreased,
         )
 
-    def _paused(self, host: str, now: float, until: float) -> None:
+    def _block(self, host: str, now: float, reaction: Reaction, controller: HostController) -> None:
+        """A block answer: a new block, a probe still blocked, or a straggler of one."""
+        self.stats.inc_value("aimd/blocked/answers")
+        if not reaction.decreased:
+            return
+        if host in self._blocked:
+            self.stats.inc_value("aimd/blocked/probes")
+            return
+        self._blocked[host] = now
+        self.stats.inc_value("aimd/blocked/hosts")
+        logger.warning(
+            "%s blocks the crawl (a run of %s answers after pages): no request for %.1fs,"
+            " then one probe at a time",
+            host,
+            sorted(controller.cfg.block_codes),
+            (reaction.paused_until or now) - now,
+        )
+        self._event("block", now, host)
+
+    def _unblocked(self, host: str, now: float, controller: HostController) -> None:
+        seconds = now - self._blocked.pop(host)
+        self.stats.inc_value("aimd/blocked/seconds", seconds)  # type: ignore[arg-type]
+        logger.info(
+            "%s no longer blocks the crawl after %.1fs: gap %.2fs", host, seconds, controller.delay
+        )
+        self._event(
+            "unblock", now, host, seconds=round(seconds, 3), delay=round(controller.delay, 4)
+        )
+
+    def _paused(self, host: str, now: float, until: float, reason: str) -> None:
         seconds = until - now
         self._troubled.add(host)
         self._pausing.add(host)
         self.stats.inc_value("aimd/pauses")
         self.stats.inc_value("aimd/pause_seconds", seconds)  # type: ignore[arg-type]
-        logger.info("Pausing %s for %.1fs (Retry-After)", host, seconds)
+        if reason == "quota":
+            self.stats.inc_value("aimd/quota/pauses")
+        logger.info("Pausing %s for %.1fs (%s)", host, seconds, _PAUSE_WORDS[reason])
         self._send(signals.host_paused, host=host, seconds=seconds)
-        self._event("pause", now, host, seconds=round(seconds, 3), until=round(until - self.t0, 3))
+        self._event(
+            "pause",
+            now,
+            host,
+            seconds=round(seconds, 3),
+            until=round(until - self.t0, 3),
+            reason=reason,
+        )
 
     def _event(self, event: str, now: float, host: str, **fields: Any) -> None:
         record = event_record(self.t0, event, now, host, **fields)
@@ -332,11 +380,28 @@ def _int_stat(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
+#: How the log names what asked for a pause.
+_PAUSE_WORDS = {
+    "retry-after": "Retry-After",
+    "quota": "its told quota is spent",
+    "block": "blocked",
+}
+
+
+def _pause_reason(reaction: Reaction) -> str:
+    """What asked for a pause: a block, a throttle answer's Retry-After, or a told quota."""
+    if reaction.kind == "block":
+        return "block"
+    return "retry-after" if reaction.throttled else "quota"
+
+
 def _reason(reaction: Reaction, status: int | None, error: str | None, timeout: bool) -> str:
     """The stats' and signals' name of a pushback: the status, "timeout", or
     "latency" for a good status that came too slowly."""
     if timeout:
         return "timeout"
+    if reaction.kind == "block":
+        return "block"
     if status is None:
         return error or "error"
     if reaction.kind == "overload" and status < 400:
@@ -358,4 +423,7 @@ def _row(totals: HostTotals) -> dict[str, Any]:
         "delay": totals.delay,
         "limit": totals.limit,
         "best_latency": totals.best_latency,
+        "blocks": totals.blocks,
+        "blocked_seconds": round(totals.blocked_seconds, 3),
+        "told": totals.told,
     }

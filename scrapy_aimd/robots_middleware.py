@@ -155,7 +155,8 @@ class RobotsAnswer:
 @runtime_checkable
 class RobotsSharing(Protocol):
     """A listener that shares robots.txt answers with the crawl's other processes
-    (``FleetScheduler``); the single-process scheduler is not one."""
+    (a fleet's: the scheduler over the Redis store); over the memory and JOBDIR
+    stores the scheduler's listener is not one."""
 
     def robots_known(self, origin: str) -> RobotsAnswer | None:
         """The answer for ``origin`` that another process fetched, if there is one;

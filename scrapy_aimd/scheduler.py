@@ -338,7 +338,7 @@ class AimdScheduler:
         now = self.clock()
         status = feedback.get("status")
         timeout = bool(feedback.get("timeout"))
-        codes = self.configs.for_host(host).throttle_codes
+        codes = self.configs.for_host(host).refusal_codes
         if self.budget.answered(host, now, status=status, timeout=timeout, throttle_codes=codes):
             self._gave_up(host, now)
 

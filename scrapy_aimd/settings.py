@@ -252,6 +252,7 @@ _CONTROLLER_FIELDS: dict[str, str] = {
     "AIMD_LATENCY_FACTOR": "latency_factor",
     "AIMD_THROTTLE_CODES": "throttle_codes",
     "AIMD_MAX_RETRY_AFTER": "max_retry_after",
+    "AIMD_BLOCK_CODES": "block_codes",
 }
 
 #: Settings of the controller's internals that were removed (the controller now

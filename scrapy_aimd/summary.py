@@ -28,6 +28,8 @@ COLUMNS = (
     "errors",
     "other",
     "throttles",
+    "blocks",
+    "told",
     "paused s",
     "gap s",
     "limit",
@@ -36,7 +38,9 @@ COLUMNS = (
 #: Below the table: what the columns mean where the header cannot say it.
 LEGEND = (
     "4xx and 5xx exclude 429 and 503; other: responses with a status outside "
-    "200-599 (1xx, 999); paused s: up to the crawl's end; "
+    "200-599 (1xx, 999); blocks: runs of block statuses (403) after pages, each "
+    "a pause and probes; told: responses after which the host's told quota "
+    "(X-RateLimit-*, RateLimit) set its pace; paused s: up to the crawl's end; "
     "gap s: seconds between two request starts; "
     "best ms: the host's latency baseline, a low percentile of its recent page "
     "fetch times (to the response headers)"
@@ -96,6 +100,8 @@ def _cells(host: str, t: HostTotals) -> tuple[str, ...]:
         str(t.failures),
         str(t.other_responses),
         str(t.throttles),
+        str(t.blocks),
+        str(t.told),
         f"{t.paused_seconds:.1f}",
         "-" if t.delay is None else f"{t.delay:.2f}",
         "-" if t.limit is None else str(t.limit),

@@ -112,21 +112,22 @@ def test_config_rejects_min_above_max() -> None:
         (503, None, "overload"),
         (503, 5.0, "rate_limit"),
         (404, 5.0, "neutral"),
+        (403, None, "block"),
     ],
 )
 def test_one_reading_of_an_answer(status: int, retry_after: float | None, kind: str) -> None:
-    read = answers.read(
-        status, retry_after, page=True, throttle_codes={429, 503}, max_retry_after=60.0
-    )
+    cfg = ControllerConfig(max_retry_after=60.0)
+    read = answers.read(status, retry_after, page=True, cfg=cfg)
     assert read.kind == kind
     assert read.refusal == answers.is_refusal(status, False, {429, 503})
 
 
 def test_a_retry_after_is_capped_and_an_unusable_one_is_none() -> None:
-    read = answers.read(429, 1e9, page=True, throttle_codes={429}, max_retry_after=60.0)
+    cfg = ControllerConfig(throttle_codes=frozenset({429}), max_retry_after=60.0)
+    read = answers.read(429, 1e9, page=True, cfg=cfg)
     assert read.pause == 60.0
     for bad in (-1.0, math.nan, math.inf):
-        read = answers.read(429, bad, page=True, throttle_codes={429}, max_retry_after=60.0)
+        read = answers.read(429, bad, page=True, cfg=cfg)
         assert read.pause is None
 
 

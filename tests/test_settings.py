@@ -71,6 +71,7 @@ def test_every_setting_reaches_its_field() -> None:
         "AIMD_LATENCY_FACTOR": 3.0,
         "AIMD_THROTTLE_CODES": [429],
         "AIMD_MAX_RETRY_AFTER": 600.0,
+        "AIMD_BLOCK_CODES": [403, 451],
     }
     cfg = controller_configs(values).default
     assert cfg == ControllerConfig(
@@ -82,6 +83,7 @@ def test_every_setting_reaches_its_field() -> None:
         latency_factor=3.0,
         throttle_codes=frozenset({429}),
         max_retry_after=600.0,
+        block_codes=frozenset({403, 451}),
     )
     # Every field of the config has a setting, and every setting is listed.
     assert set(values) | {"AIMD_HOSTS"} == set(CONTROLLER_SETTINGS)
@@ -264,8 +266,20 @@ def test_an_override_may_set_every_field() -> None:
         f.name: getattr(ControllerConfig(), f.name) for f in dataclasses.fields(ControllerConfig)
     }
     every["throttle_codes"] = [429]
+    every["block_codes"] = [403]
     cfg = configs(AIMD_HOSTS=json.dumps({"example.com": every}))
     assert cfg.for_host("example.com").throttle_codes == frozenset({429})
+
+
+def test_block_codes_are_read_and_checked_naming_the_setting() -> None:
+    assert configs(AIMD_BLOCK_CODES="403,451").default.block_codes == frozenset({403, 451})
+    assert configs(AIMD_BLOCK_CODES=[]).default.block_codes == frozenset()
+    with pytest.raises(AimdSettingsError, match="AIMD_BLOCK_CODES"):
+        configs(AIMD_BLOCK_CODES="forbidden")
+    with pytest.raises(AimdSettingsError, match=r"AIMD_BLOCK_CODES.*AIMD_THROTTLE_CODES"):
+        configs(AIMD_BLOCK_CODES=[403, 429])
+    with pytest.raises(AimdSettingsError, match="AIMD_BLOCK_CODES"):
+        configs(AIMD_BLOCK_CODES=[1403])
 
 
 def test_scrapy_settings_work_too() -> None:

@@ -18,6 +18,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from benchmarks.hostsim.models import TIMEOUT, Answer, Model
+from scrapy_aimd.core.rate_limit_headers import read_quota
+
+#: The bound of a told reset, as the add-on's default ``AIMD_MAX_RETRY_AFTER``.
+MAX_RETRY_AFTER = 3600.0
 
 REFUSALS = frozenset({403, 429, 503})
 """Statuses that mean the host did not serve the page: it is asked again."""
@@ -72,12 +76,15 @@ class Run:
         return self.page_latency_sum / max(1, self.pages)
 
 
-def takes_headers(controller: Controller) -> bool:
-    """Whether the controller's ``finish`` accepts the answer's headers (a ``headers``
-    keyword, or any keyword)."""
+def takes_headers(controller: Controller) -> str | None:
+    """How the controller's ``finish`` takes what the answer's headers tell: ``"quota"``
+    (the quota read as the feedback middleware reads it), ``"headers"`` (as they
+    are: a ``headers`` keyword, or any keyword), or None."""
     parameters = inspect.signature(controller.finish).parameters
     keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    return "headers" in parameters or keywords
+    if "quota" in parameters:
+        return "quota"
+    return "headers" if "headers" in parameters or keywords else None
 
 
 class _Flight:
@@ -151,14 +158,19 @@ def crawl(
     return run
 
 
-def _answered(controller: Controller, run: Run, flight: _Flight, now: float, headers: bool) -> None:
+def _answered(
+    controller: Controller, run: Run, flight: _Flight, now: float, headers: str | None
+) -> None:
     answer = flight.answer
     if answer.status == TIMEOUT:
         controller.fail(flight.ticket, now, timeout=True)
     else:
         told = answer.latency if answer.first_byte is None else answer.first_byte
         extra: dict[str, Any] = {} if flight.page else {"page": False}
-        if headers:
+        if headers == "quota":
+            reading = read_quota(answer.headers, now, MAX_RETRY_AFTER) if answer.headers else None
+            extra["quota"] = None if reading is None else reading.quota
+        elif headers:
             extra["headers"] = answer.headers
         controller.finish(
             flight.ticket, now, answer.status, latency=told, retry_after=answer.retry_after, **extra

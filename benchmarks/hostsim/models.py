@@ -397,6 +397,8 @@ class HaproxyRate:
     limit: int
     period: float
     latency: float = 0.05
+    status: int = 429
+    """``deny_status``: 429 as configured, or 403 (HAProxy's default ``deny``)."""
     rng: random.Random = dataclasses.field(default_factory=_rng(12))
     current: int = 0
     """The index of the current period."""
@@ -417,7 +419,7 @@ class HaproxyRate:
         self.rate(now)
         self.curr += 1  # track-sc0 counts the request before the deny rule reads it
         if self.rate(now) > self.limit:
-            return Answer(429, REFUSED_LATENCY)
+            return Answer(self.status, REFUSED_LATENCY)
         return Answer(200, _jittered(self.rng, self.latency))
 
 

@@ -96,6 +96,7 @@ TUNING: list[HostSpec] = [
         lambda: m.PausedHost(5.0, m.CapacityHost(6, 0.05), retry_after=1.0),
     ),
     _tuning("outage 60 s, 0.1 s", lambda: m.OutageHost(0.1, 60.0, 60.0)),
+    _tuning("HAProxy http_req_rate 40/10 s, deny 403", lambda: m.HaproxyRate(40, 10.0, status=403)),
 ]
 
 

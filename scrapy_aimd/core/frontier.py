@@ -281,12 +281,19 @@ class Frontier(Generic[T]):
         latency: float | None,
         retry_after: float | None = None,
         page: bool = True,
+        quota: Any = None,
     ) -> Reaction:
         """A response came back; ``page`` is False for one that is not a page
         (robots.txt), whose latency must not set the host's baseline."""
         state = self._host(host)
         reaction = state.controller.finish(
-            ticket, now, status=status, latency=latency, retry_after=retry_after, page=page
+            ticket,
+            now,
+            status=status,
+            latency=latency,
+            retry_after=retry_after,
+            page=page,
+            quota=quota,
         )
         self._file(host, state, now)
         return reaction

@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction, Ticket
+from scrapy_aimd.core.rate_limit_headers import Quota
 from scrapy_aimd.fleet.connection import BULK, Encoded, Fleet
 from scrapy_aimd.fleet.errors import FleetStoreError
 from scrapy_aimd.fleet.host_state import (
@@ -1030,6 +1031,7 @@ class FleetFrontier(Generic[T]):
         now: float | None = None,
         done: bool = False,
         page: bool = True,
+        quota: Quota | None = None,
     ) -> Reaction | None:
         """A response came back: the host's controller learns from it, the lease's
         place is freed (the lease itself stays until :meth:`done`, or goes now if
@@ -1047,6 +1049,7 @@ class FleetFrontier(Generic[T]):
             now=now,
             done=done,
             page=page,
+            quota=quota,
             then=got.append,
         )
         return self._store_now(got)
@@ -1062,6 +1065,7 @@ class FleetFrontier(Generic[T]):
         now: float | None = None,
         done: bool = False,
         page: bool = True,
+        quota: Quota | None = None,
     ) -> None:
         """:meth:`finish`, stored with the next call; ``then`` is told the reaction
         once it is. For an answer whose reaction the caller need not know at once
@@ -1071,7 +1075,13 @@ class FleetFrontier(Generic[T]):
             if ticket is None:
                 return None
             return controller.finish(
-                ticket, at, status=status, latency=latency, retry_after=retry_after, page=page
+                ticket,
+                at,
+                status=status,
+                latency=latency,
+                retry_after=retry_after,
+                page=page,
+                quota=quota,
             )
 
         at = self._event_time(claim, now, latency)

@@ -1090,6 +1090,7 @@ class FleetStore:
                     status=status,
                     latency=feedback.get("latency"),
                     now=at,
+                    quota=feedback.get("quota"),
                     then=then,
                 )
             else:
@@ -1100,6 +1101,7 @@ class FleetStore:
                     retry_after=feedback.get("retry_after"),
                     now=at,
                     page=ROBOTS_META not in request.meta,
+                    quota=feedback.get("quota"),
                 )
         except Exception as exc:
             self._stop(exc, "feedback")

@@ -465,7 +465,7 @@ def bounded_by(
     counts: dict[BoundKind, int] = {"rate_limit": pauses, "capacity": 0, "latency": 0}
     for reason, count in reasons.items():
         key = reason_group(reason).key
-        if key == "429":
+        if key == "429" or reason == "block":  # a block is a limiter's answer to a rate
             counts["rate_limit"] += count
         elif key in ("5xx", "timeout"):
             counts["capacity"] += count

@@ -856,7 +856,9 @@ _COLUMNS = (
     ("5xx", "5xx responses, 503 included (the log's summary counts 503 apart)"),
     ("errors", "failed downloads"),
     ("throttles", "times the host pushed back"),
-    ("pauses", "Retry-After pauses"),
+    ("blocks", "times the host blocked the crawl (a run of 403s after pages)"),
+    ("told", "responses after which the host's told quota set its pace"),
+    ("pauses", "pauses: Retry-After, a spent told quota, a block"),
     ("paused", "time paused"),
     ("gap", "gap between starts at the end"),
     ("limit", "concurrency limit at the end"),
@@ -914,6 +916,8 @@ def _add(into: HostTotals, totals: HostTotals) -> None:
     into.responses.update(totals.responses)
     into.failures += totals.failures
     into.throttles += totals.throttles
+    into.blocks += totals.blocks
+    into.told += totals.told
     into.pauses += totals.pauses
     into.paused_seconds += totals.paused_seconds
 
@@ -929,6 +933,8 @@ def _cells(totals: HostTotals, *, total: bool = False) -> str:
         cell(f"{r.get('5xx', 0):,}", r.get("5xx", 0) > 0),
         cell(f"{totals.failures:,}", totals.failures > 0),
         cell(f"{totals.throttles:,}", totals.throttles > 0),
+        cell(f"{totals.blocks:,}", totals.blocks > 0),
+        cell(f"{totals.told:,}"),
         cell(f"{totals.pauses:,}", totals.pauses > 0),
         cell(format_clock(totals.paused_seconds, precise=True) if totals.paused_seconds else "0"),
     ]

@@ -1,18 +1,12 @@
 """The per-host politeness controller: when may the next request to a host start?
 
-Built as Netflix's concurrency-limits is: the limit algorithm apart from the
-limiter, the estimators apart from both.
-
-- :mod:`.answer`: one reading of an answer (good, rate limit, overload, block,
-  neutral);
-- :mod:`.estimators`: page latency, the accepted rate, the capacity, outages;
-- :mod:`.policy`: the phases and every transition (the file to read first);
-- :mod:`.gate`: tickets and the only ``ready_at``;
-- :mod:`.state`: the versioned record and its codec, for JOBDIR and Redis.
-
-:class:`HostController` ties them together behind the API that the scheduler,
-the fleet and JOBDIR use. The clock is an argument everywhere, and nothing
-here imports Scrapy.
+Built as Netflix's concurrency-limits is: :mod:`.answer` (one reading of an
+answer), :mod:`.estimators` (latency, accepted rate, capacity, outages),
+:mod:`.policy` (the phases and every transition: read it first), :mod:`.gate`
+(tickets, the only ``ready_at``) and :mod:`.state` (the versioned record for
+JOBDIR and Redis). :class:`HostController` ties them together behind the API
+that the scheduler, the fleet and JOBDIR use. The clock is an argument
+everywhere; nothing here imports Scrapy.
 """
 
 from __future__ import annotations
@@ -20,8 +14,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from ..rate_limit_headers import Quota
 from . import answer as _answer
 from . import gate as _gate
 from . import policy as _policy
@@ -76,8 +72,8 @@ class HostController:
 
     @property
     def delay(self) -> float:
-        """The current gap between two request starts, in seconds."""
-        return self._s.gap
+        """The current gap between two request starts, in seconds (a told quota's if wider)."""
+        return max(self._s.gap, self._s.told)
 
     spacing = delay
     """The least time between two starts: what a fleet's claims read."""
@@ -98,7 +94,12 @@ class HostController:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self._s.gap, self._s.limit, self._s.pause)
+        return Limits(self.delay, self._s.limit, self._s.pause)
+
+    @property
+    def told_gap(self) -> float:
+        """The gap the host's told quota asks for (0: none told)."""
+        return self._s.told
 
     @property
     def best_latency(self) -> float | None:
@@ -107,9 +108,8 @@ class HostController:
 
     @property
     def answered_well(self) -> bool:
-        """The host has answered a page 2xx or 3xx (robots.txt does not count).
-        Only then is a 503 without Retry-After or a timeout evidence of overload;
-        before, it is a plain failure left to Scrapy's retries."""
+        """A page answered 2xx or 3xx (not robots.txt): only then is a 503 or a timeout
+        overload, a run of 403s a block, rather than a plain failure."""
         return self._s.answered_well
 
     @property
@@ -118,8 +118,9 @@ class HostController:
         return _policy.floor(self._s, self.cfg.min_delay)
 
     def phase(self, now: float) -> str:
-        """The policy's phase, or ``paused`` while a Retry-After holds the host."""
-        return _policy.phase_at(self._s, now)
+        """The policy's phase, or ``paused`` while a Retry-After or a spent quota holds the host."""
+        s = self._s
+        return "paused" if s.pause > now and s.phase != "blocked" else s.phase
 
     def ready_at(self, now: float) -> float:
         """The earliest time a request may start; ``<= now`` means now."""
@@ -147,34 +148,30 @@ class HostController:
         *,
         page: bool = True,
         headers: Mapping[str, str] | None = None,
+        quota: Quota | None = None,
     ) -> Reaction:
         """A response came back. ``latency`` is the fetch time (default: since
         start); ``retry_after`` the parsed header in seconds. ``page`` is False
-        for what is not one of the host's pages (robots.txt). ``headers`` are
-        the response's (read by later rules: quotas)."""
-        spacing = self._s.in_flight.pop(ticket.serial, None)
-        if spacing is None:
+        for what is not one of the host's pages (robots.txt). ``quota`` is what
+        the response told of the host's quota (``headers`` are not read here:
+        the caller reads them with the clock they need)."""
+        if ticket.serial not in self._s.in_flight:
             return _IGNORED
         if latency is None or not math.isfinite(latency) or latency < 0:
             latency = max(0.0, now - ticket.started)
-        cfg = self.cfg
-        read = _answer.read(
-            status,
-            retry_after,
-            page=page,
-            throttle_codes=cfg.throttle_codes,
-            max_retry_after=cfg.max_retry_after,
-        )
-        return _policy.on_answer(self._s, cfg, ticket, now, read, latency, spacing)
+        read = _answer.read(status, retry_after, page=page, cfg=self.cfg)
+        reaction = _policy.on_answer(self._s, self.cfg, ticket, now, read, latency)
+        told = None if quota is None else _policy.told(self._s, now, quota)
+        if told is not None and reaction.paused_until is None:
+            return replace(reaction, paused_until=told)
+        return reaction
 
     def fail(self, ticket: Ticket, now: float, timeout: bool = False) -> Reaction:
         """The request failed without a response; only a timeout is a signal."""
-        spacing = self._s.in_flight.pop(ticket.serial, None)
-        if spacing is None:
+        if ticket.serial not in self._s.in_flight:
             return _IGNORED
         read = _answer.read_failure(timeout)
-        latency = now - ticket.started
-        return _policy.on_answer(self._s, self.cfg, ticket, now, read, latency, spacing)
+        return _policy.on_answer(self._s, self.cfg, ticket, now, read, now - ticket.started)
 
     def cancel(self, ticket: Ticket) -> None:
         """The request never reached the host: free its place, learn nothing. If

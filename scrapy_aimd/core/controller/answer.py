@@ -11,17 +11,21 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
+from .config import ControllerConfig
+
 __all__ = ["Answer", "Kind", "Outcome", "Reaction", "is_refusal", "read", "read_failure"]
 
 Kind = Literal["good", "neutral", "overload", "rate_limit", "block"]
 """``good``: a 2xx or 3xx answer. ``rate_limit``: the host counts requests (429,
 or any throttle status with a Retry-After). ``overload``: the host is struggling
-(another throttle status, a timeout). ``block``: reserved for a host that bans
-the crawler (not read yet). ``neutral``: anything else (a 404, a 500, a DNS
-error), which says nothing about the host's load."""
+(another throttle status, a timeout). ``block``: a block status (403) to a page:
+a forbidden page, or a host that bans the crawler, as the policy tells from the
+answers around it. ``neutral``: anything else (a 404, a 500, a DNS error),
+which says nothing about the host's load."""
 
-Outcome = Literal["good", "neutral", "overload", "rate_limit"]
-"""How the controller read an answer (a :class:`Reaction`'s kind)."""
+Outcome = Literal["good", "neutral", "overload", "rate_limit", "block", "forbidden"]
+"""How the controller read an answer (a :class:`Reaction`'s kind): ``block``, the
+host blocks the crawler; ``forbidden``, a block status that is not (yet) a block."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +40,12 @@ class Answer:
     counted: bool = False
     """A 429: the host said it counts requests (the limit never set that pace)."""
     served: bool = False
-    """The host took a page request (any status but a throttle one): it counts
-    towards the rate the host accepts. robots.txt says nothing of the pages."""
+    """The host took a page request (not robots.txt; any status but a throttle or
+    block one): it counts towards the rate the host accepts."""
     page: bool = False
     """One of the host's pages (not robots.txt), answered 2xx or 3xx."""
     measured: bool = False
-    """A 2xx page: its latency speaks for the host's pages (redirects and error
-    answers come back in milliseconds from hosts whose pages take seconds)."""
+    """A 2xx page: its latency speaks for the host's pages (not redirects, errors)."""
 
     @property
     def refusal(self) -> bool:
@@ -50,24 +53,20 @@ class Answer:
 
 
 def is_refusal(status: int | None, timeout: bool, throttle_codes: Collection[int]) -> bool:
-    """A throttle status or a timeout: the host pushed back (``status`` None: a failure)."""
+    """A status of ``throttle_codes`` (``cfg.refusal_codes``: blocks too) or a timeout."""
     return timeout or (status is not None and status in throttle_codes)
 
 
-def read(
-    status: int,
-    retry_after: float | None,
-    *,
-    page: bool,
-    throttle_codes: Collection[int],
-    max_retry_after: float,
-) -> Answer:
+def read(status: int, retry_after: float | None, *, page: bool, cfg: ControllerConfig) -> Answer:
     """A response. ``page`` is False for what is not one of the host's pages
     (robots.txt): a throttle status still counts, its latency never does."""
+    throttle_codes, block_codes = cfg.throttle_codes, cfg.block_codes
+    if page and status in block_codes:
+        return Answer("block")
     if status in throttle_codes:
         pause = None
         if retry_after is not None and math.isfinite(retry_after) and retry_after >= 0:
-            pause = min(retry_after, max_retry_after)
+            pause = min(retry_after, cfg.max_retry_after)
         kind: Kind = "rate_limit" if status == 429 or pause is not None else "overload"
         return Answer(kind, pause, counted=status == 429)
     if not page:
@@ -93,9 +92,11 @@ class Reaction:
     """The end of the pause this answer asked for, if it carried a Retry-After."""
     refused: bool = False
     """The host asked for later, so the request should be queued again, not
-    dropped: a 429, any throttle status with a Retry-After and, from a host that
-    has answered a page well, a throttle status without one or a timeout. From a
-    host that never answered well those are plain failures."""
+    dropped: a 429, any throttle status with a Retry-After, a block and, from a
+    host that has answered a page well, a throttle status without one or a
+    timeout (from a host that never answered well those are plain failures). A
+    ``forbidden`` page is refused on its first try only: the answers after it
+    may prove a block."""
 
     @property
     def throttled(self) -> bool:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-Phase = Literal["startup", "steady", "backing_off", "outage"]
+Phase = Literal["startup", "steady", "backing_off", "outage", "blocked"]
 
 __all__ = ["AcceptedRate", "Capacity", "Latency", "Outage", "median"]
 
@@ -58,15 +58,11 @@ class Latency:
 class AcceptedRate:
     """How many requests the host accepted per second over its last cycle.
 
-    A *run* is the requests accepted from the end of one refusal to the next
-    refusal; the *cycle* lasts from the run's first start to the first start
-    the host accepted again after it. Every counting limiter fits: a token
-    bucket (its burst, then its rate, then the time to refill), a fixed window
-    (its quota, then the rest of the window) and a sliding window (its quota,
-    then until enough of it has slid out). The cycle's rate, accepted over
-    length, is what the host takes in the long run, whatever the spacing at
-    which it happened to refuse: a refusal that comes from a window's memory
-    is not read as a refused spacing.
+    A *run* is the requests accepted between two refusals; the *cycle* lasts from
+    its first start to the first start accepted after it. Every counting limiter
+    fits (a bucket's burst then refill, a fixed or sliding window's quota then
+    reopening): the cycle's rate is what the host takes in the long run, whatever
+    the spacing at which it refused (a window's memory is no refused spacing).
     """
 
     run_start: float | None = None
@@ -116,11 +112,10 @@ class AcceptedRate:
 class Capacity:
     """The most in flight at which the host's pages stay as fast.
 
-    Each limit's pages (started since it was set) give a median; the lowest
-    median of any limit is the host's unloaded latency. By Little's law, ``k``
-    in flight whose pages take ``m`` where they would take ``u`` unloaded keep
-    ``k (1 - u / m)`` of them waiting inside the host. That finds a queueing
-    origin's workers by its latency before it refuses anything.
+    Each limit's pages give a median; the lowest of any limit is the unloaded
+    latency. By Little's law, ``k`` in flight whose pages take ``m`` where they
+    would take ``u`` keep ``k (1 - u / m)`` waiting inside the host: a queueing
+    origin's workers are found by latency before it refuses anything.
     """
 
     pages: list[float] = field(default_factory=list)

@@ -1,10 +1,9 @@
 """The gate: may a request to a host start now, and if not, when.
 
 A pure function of the host's limits (gap, concurrency limit, pause), the
-requests in flight and the last start. The fleet's claim script
-(``fleet/lua/common.lua``, ``gate_ready_at``) implements the same function;
-``tests/test_gate_lua.py`` drives both with random limits and events and
-checks that they agree.
+requests in flight and the last start. The fleet's claim script implements the
+same (``fleet/lua/common.lua``, ``gate_ready_at``); ``tests/test_gate_lua.py``
+checks with random limits and events that the two agree.
 """
 
 from __future__ import annotations

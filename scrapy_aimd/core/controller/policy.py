@@ -1,77 +1,66 @@
 """The policy: from what the estimators say to the host's limits.
 
-A host is in one of four phases, each with one job (as TCP BBR's are):
+Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more):
 
 ``startup``
-    Find the host's room fast. Each full round of good answers doubles the
-    concurrency limit; each accepted answer halves the gap's excess over its
-    floor. Ends at the first refusal, or when the host's pages slow with the
-    load (requests wait inside it).
+    Find the room: a round of good answers doubles the limit, an answer halves the gap.
 ``steady``
-    Stay just below what the host takes, and look for more. A full round of
-    good answers whose pages stayed as fast adds one to the limit. The gap
-    closes on the spacing last refused by halving the distance per stretch
-    (as many answers as the host's last run; none after a cycle, which was a
-    stretch at its own rate); refused on the way, it goes back to the last gap taken;
-    refused at a gap taken (a window, a burst spent), the cycle's rate holds
-    for ``LONE_AFTER`` answers. Later it narrows by ``MARGIN`` per probe period.
+    Stay just below what the host takes: a round of good answers at unchanged
+    speed adds one to the limit; the gap halves its distance to the spacing
+    last refused per stretch, then narrows by ``MARGIN`` per probe period.
 ``backing_off``
-    The host refused where the gap set the pace. Each refusal doubles the gap
-    (never wider than a quarter of the refusals' age); the first accepted
-    request ends the cycle, and the gap becomes what the host accepted over it,
-    with a margin (:class:`.estimators.AcceptedRate`): a lower bound of the
-    host's rate, whatever the spacing it refused. Then ``steady``.
+    Refused where the gap set the pace: each refusal doubles the gap; the first
+    accepted request ends the cycle at the rate the host accepted over it.
 ``outage``
-    Backing off from overloads (503s, timeouts) at a gap four times the
-    spacing the host took before: the host is down, not counting. The first
-    accepted request restores the limits from before the first refusal.
+    Overloads at four times the spacing taken before: down; an accepted request restores it.
+``blocked``
+    ``BLOCK_RUN`` block statuses in a row after pages: no start for a wait (the
+    last block's), then one probe at a time, the wait doubling while it is still
+    blocked (every hit may renew a block); the first accepted probe ends the
+    cycle as ``backing_off`` does, below the rate that brought it on.
 
-A refusal where the concurrency limit set the pace (in flight at the limit,
-the gap at its floor; a 503 or a timeout, not a 429) halves the limit instead,
-and never touches the gap. A pause (Retry-After) holds every start until it
-ends, whatever the phase. At most one decrease per round: a refusal from a
-request that started before the last decrease is not acted on again.
-
-Every transition is in this module; :class:`~.HostController` only feeds it.
+A refusal where the limit set the pace halves the limit instead; at most one
+decrease per round. A pause (Retry-After, a spent quota) holds every start; a told
+quota (:func:`told`) is a floor under the gap, never probed for. Every transition
+is here; :class:`~.HostController` only feeds it.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..rate_limit_headers import Quota
 from .answer import Answer, Outcome, Reaction
 from .config import ControllerConfig
 from .estimators import median
 from .gate import Ticket
-from .state import HostState, Phase
+from .state import HostState
 
-__all__ = ["GROWTH", "LONE_AFTER", "MARGIN", "on_answer", "on_start"]
+__all__ = ["BLOCK_RUN", "GROWTH", "LONE_AFTER", "MARGIN", "on_answer", "on_start", "told"]
 
 MARGIN = 0.1
-"""The gap keeps this share above the spacing the host accepted, and narrows
-by as much per probe: a crawler's send jitter is a few per cent."""
+"""The gap's share above the spacing accepted, and a probe's step: send jitter is a few %."""
 GROWTH = 2.0
 """A refusal at the gap doubles it (exponential backoff, as TCP's timer)."""
 OUTAGE_SHARE = 0.25
-"""... but never wider than this share of how long the refusals have lasted:
-the first request after the host comes back is at most a quarter late."""
+"""... within this share of the refusals' age: a host back is found at most a quarter late."""
 OUTAGE_PROOF = 4.0
-"""Overloads at a gap this many times the spacing taken before are an outage:
-the crawl's pace was not the cause."""
+"""Overloads at this many times the spacing taken before: an outage, not the crawl's pace."""
 LONE_AFTER = 50
-"""A 503 or timeout this many answers after the last refusal is lone (counted,
-not acted on): below 2 % of requests, backing off would cost more than it
-saves. The same 2 % sets the probe period: at most one probe per 50 answers."""
+"""A 503 or timeout this many answers after the last refusal is lone (not acted on):
+below 2 %, backing off costs more than it saves. So is a probe: one per 50 answers."""
 DEFAULT_SPACING = 1.0
 """The gap after a refusal with no spacing measured: the classic one request a second."""
+BLOCK_RUN = 4
+"""Block statuses in a row that are a block: with a fifth of the links forbidden, 1 in 625."""
+RESOLUTION = 1.0
+"""Quota resets are told in whole seconds: a spent quota waits at least this."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
-"""A limit's median page within this factor of the unloaded one is no queue,
-whatever the estimate: pages vary by +-10 % on their own (1.1 / 0.9 = 1.22)."""
+"""A median page within this factor of the unloaded one is no queue (+-10 %: 1.1 / 0.9)."""
 CUT_HELD = 0.9
-"""A limit cut for a queue is undone if the lower load did not take a tenth off
-the pages' median: the pages became slower, not because of the crawl."""
+"""A cut for a queue that took no tenth off the pages' median is undone: not the crawl's."""
 
 
 def floor(s: HostState, min_delay: float) -> float:
@@ -87,29 +76,24 @@ def set_gap(s: HostState, gap: float, min_delay: float, max_delay: float) -> Non
 def on_start(s: HostState, now: float, serial: int) -> None:
     s.in_flight[serial] = now - s.last_start if s.last_start > -math.inf else -1.0
     s.previous_start, s.last_start, s.last_serial = s.last_start, now, serial
-    if len(s.in_flight) >= s.limit:
-        s.level_full = True
+    s.level_full = s.level_full or len(s.in_flight) >= s.limit
 
 
 def on_answer(
-    s: HostState,
-    r: ControllerConfig,
-    ticket: Ticket,
-    now: float,
-    answer: Answer,
-    latency: float,
-    spacing: float,
+    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, answer: Answer, latency: float
 ) -> Reaction:
-    """Feed one answer of ``ticket``'s request, started ``spacing`` after the one
-    before it (negative: none before); return what was made of it."""
-    paused = None
+    """Feed one answer of ``ticket``'s request (in flight); return what was made of it."""
+    spacing = s.in_flight.pop(ticket.serial)  # after the start before it (negative: none)
     if answer.pause is not None:
-        s.pause = paused = max(s.pause, now + answer.pause)
+        s.pause = max(s.pause, now + answer.pause)
+    if answer.kind == "block":
+        return _block(s, r, ticket, now, spacing)
     if answer.refusal:
-        return _refused(s, r, ticket, now, answer, paused, spacing)
+        return _refused(s, r, ticket, now, answer, spacing)
     ended = False
     if answer.served:
         s.since_refusal += 1
+        s.run = s.run if ticket.started <= s.run_since else 0  # sent before the run: no news
         ended = _accepted(s, r, ticket, now)
     if answer.kind != "good" or not answer.page:
         return Reaction(answer.kind if answer.kind == "good" else "neutral", False)
@@ -127,41 +111,63 @@ def on_answer(
 
 
 def _refused(
-    s: HostState,
-    r: ControllerConfig,
-    ticket: Ticket,
-    now: float,
-    answer: Answer,
-    paused: float | None,
-    spacing: float,
+    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, answer: Answer, spacing: float
 ) -> Reaction:
+    paused = s.pause if answer.pause is not None else None
     kind: Outcome = "rate_limit" if answer.kind == "rate_limit" else "overload"
     refused = kind == "rate_limit" or s.answered_well
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
-    # A timeout from before the limit last changed speaks of a load that is gone.
-    stale = answer.timeout and ticket.started < s.level_since
+    stale = answer.timeout and ticket.started < s.level_since  # of a load that is gone
     s.since_refusal = 0
     if lone or stale or ticket.round != s.round:
         if ticket.round != s.round and not answer.counted and s.halved:
             kind = "overload"  # read as the answer that made the last decrease
         return Reaction(kind, False, paused, refused)
-    if s.outage.since is None:
-        s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
+    s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
     s.rate.refuse(now)
-    s.round, s.outage.refusals = s.round + 1, s.outage.refusals + 1
-    s.probes = 0
+    s.round, s.outage.refusals, s.probes = s.round + 1, s.outage.refusals + 1, 0
     limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
     s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
     if s.halved:
-        # Refused again at the limit it refused before: back to the one it served.
-        again = s.over and s.limit >= s.over
+        again = s.over and s.limit >= s.over  # refused there before: back to the one served
         s.over = min(s.over or s.limit, s.limit)
         _set_limit(s, s.over - 1 if again else (s.limit + 1) // 2, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return Reaction("overload", True, paused, refused)
-    else:
-        _widen_gap(s, r, now, spacing, overload=kind == "overload")
+    _widen_gap(s, r, now, spacing, overload=kind == "overload")
     return Reaction(kind, True, paused, refused)
+
+
+def _block(
+    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, spacing: float
+) -> Reaction:
+    """A block status: a forbidden page (fetched once more), a run's last, or a probe."""
+    if s.phase != "blocked":
+        s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
+        if s.run < BLOCK_RUN or not s.answered_well:
+            return Reaction("forbidden", False, refused=s.answered_well)
+        s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
+        s.rate.refuse(now)
+        s.hold = max(0.0, spacing) if s.phase in ("startup", "steady") else s.hold
+        s.phase, s.wait, s.probes = "blocked", max(DEFAULT_SPACING, s.wait), 0
+        _set_limit(s, 1, now)
+    elif ticket.round == s.round:
+        s.wait *= GROWTH
+    else:  # started before the block was seen: not acted on again
+        return Reaction("block", False, refused=True)
+    s.round, s.wait = s.round + 1, min(s.wait, r.max_delay)
+    s.pause = max(s.pause, now + s.wait)
+    return Reaction("block", True, s.pause, refused=True)
+
+
+def told(s: HostState, now: float, quota: Quota) -> float | None:
+    """A told quota: what remains, less what is in flight, lasts to the reset (or a pause)."""
+    left = quota.remaining - len(s.in_flight)
+    s.told = quota.resets_in / left if left > 0 and quota.resets_in > 0 else 0.0
+    if left > 0 or (quota.remaining > 0 and quota.resets_in <= 0):
+        return None
+    s.pause = max(s.pause, now + max(quota.resets_in, RESOLUTION))
+    return s.pause
 
 
 def _widen_gap(
@@ -188,10 +194,13 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     rate = s.rate.accept(ticket.started)
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
+    if s.phase == "blocked":  # a block refuses all in flight: the limit is earned again
+        _set_limit(s, 1 if r.adaptive else r.max_concurrency, now)
+        s.phase = "backing_off"  # and the cycle ends as a backoff's does
     if s.phase == "outage":
-        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         most = min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency
         _set_limit(s, most, now)
+        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
         s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
     elif s.phase == "backing_off" and s.taken > s.outage.gap:
         # Refused a step below a gap it took for a stretch: back to it (bisection).
@@ -227,15 +236,13 @@ def _stretch(s: HostState) -> int:
 
 
 def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
-    """Startup halves the gap's excess per good answer; steady halves it per
-    stretch taken, then narrows it by ``MARGIN``, a step more each time, once
-    per probe period. Neither goes below ``MARGIN`` above the spacing last
-    refused, until that is forgotten: after 50 of the host's waits, or 100
-    answers (a probe costs 2 % at most)."""
+    """Startup halves the gap's excess per good answer; steady per stretch, then
+    by ``MARGIN`` per probe period, never ``MARGIN`` close to the spacing last
+    refused until it is forgotten (50 of the host's waits, or 100 answers)."""
     low = floor(s, r.min_delay)
     if now < s.hold_until:
         low = max(low, (1.0 + MARGIN) * s.hold)
-    if s.gap <= low or s.phase in ("backing_off", "outage"):
+    if s.gap <= low or s.phase in ("backing_off", "outage", "blocked"):
         return
     if s.phase == "startup":
         set_gap(s, low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
@@ -257,8 +264,7 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
     waiting = s.capacity.waiting(s.limit)
     current = median(s.capacity.pages) if s.capacity.pages else 0.0
     if s.cut is not None and current:
-        # Only a cut to half or less can be judged by a median of a few pages:
-        # at a queue, its pages take half as long; any jitter is far smaller.
+        # Only a cut to half or less is judged by a few pages' median (jitter is far smaller).
         judged = 2 * s.limit <= s.cut[1]
         held = judged and current >= CUT_HELD * s.cut[0]
         limit, s.cut = int(s.cut[1]), None
@@ -291,8 +297,3 @@ def _set_limit(s: HostState, limit: int, now: float) -> None:
     s.limit = max(1, limit)
     s.level_since, s.level_good = now, 0
     s.level_full = len(s.in_flight) >= s.limit
-
-
-def phase_at(s: HostState, now: float) -> Phase | str:
-    """The phase, with ``paused`` while a Retry-After holds the host."""
-    return "paused" if s.pause > now else s.phase

@@ -21,7 +21,7 @@ __all__ = ["VERSION", "HostState", "Phase", "decode", "encode", "shift_state"]
 VERSION = 4
 """Versions 1 to 3 are the older rules' states: read by their limits alone."""
 
-PHASES: tuple[str, ...] = ("startup", "steady", "backing_off", "outage")
+PHASES: tuple[str, ...] = ("startup", "steady", "backing_off", "outage", "blocked")
 
 
 @dataclass(slots=True)
@@ -59,6 +59,13 @@ class HostState:
     """The least limit the host refused for overload (0: none)."""
     since_refusal: int = 0
     answered_well: bool = False
+    run: int = 0
+    """Block statuses in a row: no other answer between of a page sent after the first's."""
+    run_since: float = -math.inf
+    wait: float = 0.0
+    """While blocked, the wait before the next probe; after, the last one's."""
+    told: float = 0.0
+    """The gap at which the quota the host last told lasts until its reset (0: none)."""
     cut: tuple[float, float] | None = None
     """After a limit was cut for a queue: the median that made it, the limit before."""
     last_start: float = -math.inf
@@ -74,7 +81,9 @@ class HostState:
 
 _PARTS = {"latency": Latency, "capacity": Capacity, "rate": AcceptedRate, "outage": Outage}
 #: Fields that are times on the controller's clock (moved by :func:`shift_state`).
-_TIMES = {"level_since", "probe_at", "hold_until", "last_start", "previous_start"}
+_TIMES = {"level_since", "probe_at", "hold_until", "last_start", "previous_start", "run_since"}
+#: Fields read apart: under their earlier names (gap, limit, pause), or by shape.
+_SCALARS = {"gap", "limit", "pause", "crawl_delay", "phase", "cut", "in_flight"}
 _PART_TIMES = {"rate": ("run_start", "refused_since"), "outage": ("since",)}
 
 
@@ -98,11 +107,8 @@ def encode(s: HostState) -> dict[str, Any]:
             out[f.name] = [[serial, at] for serial, at in value.items()]
         else:
             out[f.name] = _plain(value)
-    out["delay"], out["concurrency"], out["paused_until"] = (
-        out.pop("gap"),
-        out.pop("limit"),
-        out.pop("pause"),
-    )
+    for old, new in (("delay", "gap"), ("concurrency", "limit"), ("paused_until", "pause")):
+        out[old] = out.pop(new)
     out["best_latency"] = s.latency.baseline
     return out
 
@@ -111,9 +117,7 @@ def decode(data: Mapping[str, Any]) -> HostState:
     """A record from :func:`encode`'s data. Raises ValueError naming what is wrong."""
     if not isinstance(data, Mapping):
         raise ValueError(f"controller state {data!r}: expected a mapping")
-    version = data.get("version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise ValueError(f"controller state version={version!r}: expected a whole number")
+    version = _whole(data, "version", 1, 1)
     if version > VERSION:
         raise ValueError(
             f"controller state of version {version}: this release reads versions up to {VERSION}"
@@ -138,33 +142,29 @@ def decode(data: Mapping[str, Any]) -> HostState:
 
 
 def _fields(s: HostState, data: Mapping[str, Any]) -> None:
+    """The version's own fields, each checked against its default's type."""
     phase = data.get("phase")
     if phase not in PHASES:
         raise ValueError(f"controller state phase={phase!r}: expected one of {PHASES}")
     s.phase = phase
-    s.round = _whole(data, "round", 0, 0)
-    s.level_since = _time(data, "level_since", -math.inf)
-    s.level_good = _whole(data, "level_good", 0, 0)
-    s.level_full = _flag(data, "level_full")
-    s.probe_at = _time(data, "probe_at", -math.inf)
-    s.probes = _whole(data, "probes", 0, 0)
-    s.over = _whole(data, "over", 0, 0)
-    s.halved = _flag(data, "halved")
-    s.hold = _number(data, "hold", 0.0)
-    s.hold_until = _time(data, "hold_until", -math.inf)
-    s.taken = _number(data, "taken", 0.0)
-    s.stretch = _whole(data, "stretch", 0, 0)
-    s.since_refusal = _whole(data, "since_refusal", 0, 0)
-    s.answered_well = _flag(data, "answered_well")
+    for f in fields(s):
+        default = getattr(s, f.name)
+        if f.name in _SCALARS or f.name in _PARTS or f.name not in data:
+            continue
+        if f.name in _TIMES:
+            setattr(s, f.name, _time(data, f.name, -math.inf))
+        elif isinstance(default, bool):
+            setattr(s, f.name, _flag(data, f.name))
+        elif isinstance(default, int):
+            setattr(s, f.name, _whole(data, f.name, 0, 0))
+        elif isinstance(default, float):
+            setattr(s, f.name, _number(data, f.name, 0.0))
     cut = data.get("cut")
     if cut is not None:
         pair = _floats(cut, "cut")
         if len(pair) != 2:
             raise ValueError(f"controller state cut={cut!r}: expected a pair")
         s.cut = (pair[0], pair[1])
-    s.last_start = _time(data, "last_start", -math.inf)
-    s.previous_start = _time(data, "previous_start", -math.inf)
-    s.last_serial = _whole(data, "last_serial", 0, 0)
     live = data.get("in_flight", [])
     if not isinstance(live, list):
         raise ValueError(f"controller state in_flight={live!r}: expected a list")
