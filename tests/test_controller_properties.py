@@ -445,6 +445,22 @@ pushbacks = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(cfg=configs, events=pushbacks, latency=st.floats(min_value=0.05, max_value=0.2))
+@example(  # refusals for 374 s: a wait that long is an outage's, not a window's to hold for
+    cfg=ControllerConfig(max_concurrency=1, adaptive=False, max_retry_after=120.0),
+    events=[
+        ("429", None, 0.0),
+        ("slow", None, 0.0),
+        ("429", None, 2.0),
+        ("429", 5.0, 2.0),
+        ("429", None, 0.0),
+        ("slow", None, 0.0),
+        ("429", None, 0.0),
+        ("429", None, 0.0),
+        ("slow", None, 0.0),
+        *[("429", None, 0.0)] * 7,
+    ],
+    latency=0.125,
+)
 def test_after_pushbacks_healthy_answers_bring_the_gap_to_its_floor(
     cfg: ControllerConfig, events: list[tuple[str, float | None, float]], latency: float
 ) -> None:

@@ -1,8 +1,7 @@
 """One reading of an answer: what a host's response or failure says.
 
 The controller, the give-up budget and the fleet all ask :func:`read` (or
-:func:`is_refusal`), so "is this a refusal" is decided in one place.
-"""
+:func:`is_refusal`): "is this a refusal" is decided in one place."""
 
 from __future__ import annotations
 

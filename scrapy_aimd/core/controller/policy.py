@@ -192,6 +192,7 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     """The host took a request: a cycle may end, and with it an episode (True)."""
     refusing = s.rate.refused_since is not None
     rate = s.rate.accept(ticket.started)
+    s.rate.waited = min(s.rate.waited, max(r.max_retry_after, r.max_delay))  # longer: an outage
     if not refusing or s.rate.refused_since is not None:
         return False  # no episode, or a request from before it
     if s.phase == "blocked":  # a block refuses all in flight: the limit is earned again
