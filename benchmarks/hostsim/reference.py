@@ -146,10 +146,14 @@ class _Search:
         concurrency, gap = self.best.concurrency, self.best.gap
         if gap <= 0 or not concurrency:
             return
-        for k in range(1, 8):
-            finer = gap * 2 ** (-k / 32)
+        for finer in _finer(gap):
             if self.beatable(concurrency, finer):
                 self.try_(concurrency, finer)
+
+
+def _finer(gap: float) -> list[float]:
+    """Seven gaps between ``gap`` and the grid's next smaller one (a step of 19 %)."""
+    return [gap * 2 ** (-k / 32) for k in range(1, 8)]
 
 
 def best_fixed(
@@ -219,8 +223,8 @@ class _ShortSearch:
         concurrency, gap = self.best.concurrency, self.best.gap
         if gap <= 0 or not concurrency or not math.isfinite(gap):
             return
-        for k in range(1, 8):
-            self.try_(concurrency, gap * 2 ** (-k / 32))
+        for finer in _finer(gap):
+            self.try_(concurrency, finer)
 
 
 def fastest_fixed(
