@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.core.controller.policy import BLOCK_RUN, GROWTH, RESOLUTION
-from scrapy_aimd.core.rate_limit_headers import Quota
+from scrapy_aimd.core.controller.policy import BLOCK_RUN, GROWTH
+from scrapy_aimd.core.rate_limit_headers import RESOLUTION, Quota
 
 FAST = 0.05
 
@@ -200,19 +200,24 @@ def test_no_block_without_a_run_and_never_a_wait_past_max_delay(statuses: list[i
 # -- told quotas ------------------------------------------------------------------------
 
 
-def test_a_told_quota_paces_the_host_until_its_reset() -> None:
+def test_a_told_quota_paces_the_host_until_the_earliest_reset() -> None:
+    """A reset told in whole seconds may come up to one sooner: what remains is
+    spent by then, so that none of the window's quota goes unused."""
     host = make()
     ticket = host.start(0.0)
     host.finish(ticket, FAST, status=200, latency=FAST, quota=quota(50, 10.0))
-    assert host.delay == pytest.approx(10.0 / 50)
-    assert host.told_gap == pytest.approx(0.2)
+    assert host.delay == pytest.approx((10.0 - RESOLUTION) / 50)
+    assert host.told_gap == pytest.approx(0.18)
+    ticket = host.start(1.0)
+    host.finish(ticket, 1.0 + FAST, status=200, latency=FAST, quota=quota(3, 0.9))
+    assert host.told_gap == pytest.approx(0.3)  # its last second: to the told reset
 
 
 def test_requests_in_flight_count_against_what_remains() -> None:
     host = make(adaptive=False, max_concurrency=4)
     tickets = [host.start(0.0) for _ in range(4)]
     host.finish(tickets[0], FAST, status=200, latency=FAST, quota=quota(13, 10.0))
-    assert host.delay == pytest.approx(10.0 / 10)  # 3 still in flight
+    assert host.delay == pytest.approx(9.0 / 10)  # 3 still in flight
 
 
 def test_zero_remaining_pauses_until_the_reset() -> None:
@@ -233,7 +238,7 @@ def test_the_stricter_of_told_and_estimated_wins() -> None:
     assert host.delay == pytest.approx(0.5)  # the estimate (the floor here) is stricter
     ticket = host.start(host.ready_at(1.0))
     host.finish(ticket, 1.2, status=200, latency=FAST, quota=quota(5, 10.0))
-    assert host.delay == pytest.approx(2.0)  # the told quota is
+    assert host.delay == pytest.approx(9.0 / 5)  # the told quota is
 
 
 def test_a_told_quota_is_never_probed_for() -> None:
@@ -244,7 +249,7 @@ def test_a_told_quota_is_never_probed_for() -> None:
         ticket = host.start(now)
         now += FAST
         host.finish(ticket, now, status=200, latency=FAST, quota=quota(100, 50.0))
-        assert host.delay >= 0.5 - 1e-9
+        assert host.delay >= 49.0 / 100 - 1e-9
 
 
 @settings(max_examples=200, deadline=None)
@@ -255,9 +260,10 @@ def test_a_told_quota_is_never_probed_for() -> None:
         max_size=30,
     )
 )
-def test_a_told_quota_is_spent_by_its_reset_at_the_latest(told: list[tuple[int, float]]) -> None:
-    """Invariant: after any told quota, the gap times what remains (less what
-    is in flight) is at least the time to the reset, or the host is paused to it."""
+def test_a_told_quota_lasts_until_its_earliest_reset(told: list[tuple[int, float]]) -> None:
+    """Invariant: after any told quota, the gap times what remains (less what is in
+    flight) is at least the time to the earliest reset (``RESOLUTION`` before the
+    told one, or the told one in its last second), or the host is paused to it."""
     host = make()
     now = 0.0
     for remaining, resets_in in told:
@@ -267,7 +273,8 @@ def test_a_told_quota_is_spent_by_its_reset_at_the_latest(told: list[tuple[int, 
         host.finish(ticket, now, status=200, latency=FAST, quota=quota(remaining, resets_in, None))
         left = remaining - host.in_flight
         if resets_in > 0 and left > 0:
-            assert host.delay * left >= resets_in * (1 - 1e-9)
+            earliest = resets_in - RESOLUTION if resets_in > RESOLUTION else resets_in
+            assert host.delay * left >= earliest * (1 - 1e-9)
         elif remaining <= 0 or left <= 0 < resets_in:
             assert host.paused_until >= now + min(resets_in, RESOLUTION) - 1e-9
 

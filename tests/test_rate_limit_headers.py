@@ -17,6 +17,7 @@ from scrapy.http.headers import Headers
 from scrapy_aimd.core.rate_limit_headers import (
     EPOCH_AFTER,
     MOST,
+    RESOLUTION,
     Quota,
     QuotaPace,
     QuotaReading,
@@ -205,11 +206,22 @@ def test_huge_numbers_are_bounded() -> None:
 # -- the pace ------------------------------------------------------------------------
 
 
-def test_the_pace_spreads_the_rest_until_the_reset() -> None:
-    assert quota_pace(Quota(60, 30, 15.0, 60.0, "x")) == QuotaPace(gap=0.5, pause=0.0)
-    assert quota_pace(Quota(60, 0, 15.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=15.0)
-    assert quota_pace(Quota(60, 0, 0.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=0.0)
+def test_the_pace_spreads_the_rest_until_the_earliest_reset() -> None:
+    """A reset is told in whole seconds: the true one may come a second sooner."""
+    assert quota_pace(Quota(60, 30, 15.0, 60.0, "x")) == QuotaPace(gap=14.0 / 30, pause=0.0)
+    assert quota_pace(Quota(60, 2, 0.5, 60.0, "x")) == QuotaPace(gap=0.25, pause=0.0)
+    assert quota_pace(Quota(60, 30, 0.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=0.0)
     assert quota_pace(Quota(None, MOST, CAP, None, "x")).gap < 1e-9
+
+
+def test_what_is_in_flight_counts_against_what_remains() -> None:
+    assert quota_pace(Quota(60, 13, 11.0, 60.0, "x"), 3) == QuotaPace(gap=1.0, pause=0.0)
+    assert quota_pace(Quota(60, 3, 11.0, 60.0, "x"), 3) == QuotaPace(gap=0.0, pause=11.0)
+
+
+def test_nothing_left_pauses_until_the_told_reset_a_second_at_least() -> None:
+    assert quota_pace(Quota(60, 0, 15.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=15.0)
+    assert quota_pace(Quota(60, 0, 0.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=RESOLUTION)
 
 
 # -- hostile input -------------------------------------------------------------------
@@ -271,7 +283,7 @@ def test_any_value_never_raises_and_stays_bounded(
         assert told.limit is None or told.remaining <= told.limit
         pace = quota_pace(told)
         assert math.isfinite(pace.gap) and math.isfinite(pace.pause)
-        assert 0.0 <= pace.pause <= cap and pace.gap >= 0.0
+        assert 0.0 <= pace.pause <= max(cap, RESOLUTION) and pace.gap >= 0.0
 
 
 @given(st.binary(max_size=60), st.binary(max_size=60))

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Quota", "QuotaPace", "QuotaReading", "quota_pace", "read_quota"]
+__all__ = ["RESOLUTION", "Quota", "QuotaPace", "QuotaReading", "quota_pace", "read_quota"]
 
 #: A reset larger than this many seconds is a moment (epoch seconds), not a delay.
 EPOCH_AFTER = 365 * 86400
@@ -79,14 +79,21 @@ class QuotaPace:
     pause: float
 
 
-def quota_pace(quota: Quota) -> QuotaPace:
-    """The spacing at which the remaining quota lasts until the reset, and a pause
-    until the reset when nothing remains. A quota already reset asks for nothing."""
-    if quota.resets_in <= 0.0:
-        return QuotaPace(gap=0.0, pause=0.0)
-    if quota.remaining <= 0:
-        return QuotaPace(gap=0.0, pause=quota.resets_in)
-    return QuotaPace(gap=quota.resets_in / quota.remaining, pause=0.0)
+#: Resets are told in whole seconds: the true one may come this much before the told
+#: one, and a quota told spent waits at least this.
+RESOLUTION = 1.0
+
+
+def quota_pace(quota: Quota, in_flight: int = 0) -> QuotaPace:
+    """The spacing at which what remains, less the requests ``in_flight``, lasts
+    until the earliest the reset may come (paced to the told reset, a window's last
+    quota went unspent; in its last second, to the told one), or a pause until the
+    told reset when nothing is left. A quota already reset asks for nothing."""
+    left, until = quota.remaining - in_flight, quota.resets_in
+    if left > 0 or (quota.remaining > 0 and until <= 0.0):
+        until = until - RESOLUTION if until > RESOLUTION else until
+        return QuotaPace(gap=until / left if until > 0.0 else 0.0, pause=0.0)
+    return QuotaPace(gap=0.0, pause=max(until, RESOLUTION))
 
 
 # -- which headers -------------------------------------------------------------------

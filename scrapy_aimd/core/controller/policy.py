@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ..rate_limit_headers import Quota
+from ..rate_limit_headers import Quota, quota_pace
 from .answer import Answer, Outcome, Reaction
 from .config import ControllerConfig
 from .estimators import median
@@ -53,8 +53,6 @@ DEFAULT_SPACING = 1.0
 """The gap after a refusal with no spacing measured: the classic one request a second."""
 BLOCK_RUN = 4
 """Block statuses in a row that are a block: with a fifth of the links forbidden, 1 in 625."""
-RESOLUTION = 1.0
-"""Quota resets are told in whole seconds: a spent quota waits at least this."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
@@ -161,12 +159,12 @@ def _block(
 
 
 def told(s: HostState, now: float, quota: Quota) -> float | None:
-    """A told quota: what remains, less what is in flight, lasts to the reset (or a pause)."""
-    left = quota.remaining - len(s.in_flight)
-    s.told = quota.resets_in / left if left > 0 and quota.resets_in > 0 else 0.0
-    if left > 0 or (quota.remaining > 0 and quota.resets_in <= 0):
+    """A told quota (:func:`quota_pace`): a floor under the gap, or a pause to its reset."""
+    pace = quota_pace(quota, len(s.in_flight))
+    s.told = pace.gap
+    if pace.pause <= 0:
         return None
-    s.pause = max(s.pause, now + max(quota.resets_in, RESOLUTION))
+    s.pause = max(s.pause, now + pace.pause)
     return s.pause
 
 

@@ -65,7 +65,7 @@ class HostState:
     wait: float = 0.0
     """While blocked, the wait before the next probe; after, the last one's."""
     told: float = 0.0
-    """The gap at which the quota the host last told lasts until its reset (0: none)."""
+    """The gap at which the quota the host last told lasts until its earliest reset (0: none)."""
     cut: tuple[float, float] | None = None
     """After a limit was cut for a queue: the median that made it, the limit before."""
     last_start: float = -math.inf
