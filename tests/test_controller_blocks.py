@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.core.controller.policy import BLOCK_RUN, GROWTH
+from scrapy_aimd.core.controller.policy import AGAIN_RUN, BLOCK_RUN, GROWTH
 from scrapy_aimd.core.rate_limit_headers import RESOLUTION, Quota
 
 FAST = 0.05
@@ -30,9 +30,11 @@ def serve(host: HostController, now: float, pages: int, status: int = 200) -> fl
 
 
 def block(host: HostController, now: float) -> float:
-    """Pages, then a run of 403s long enough to be a block; returns the time."""
+    """Pages, then a run of 403s until it is a block; returns the time."""
     now = serve(host, now, 20)
     for _ in range(BLOCK_RUN):
+        if host.phase(now) == "blocked":
+            break  # a host that blocked before: a shorter run
         now = max(now, host.ready_at(now))
         ticket = host.start(now)
         now += FAST
@@ -70,6 +72,20 @@ def test_runs_shorter_than_a_block_are_forbidden_pages() -> None:
         now = serve(host, now, BLOCK_RUN - 1, status=403)
         now = serve(host, now, 1)
     assert host.phase(now) != "blocked" and host.paused_until == float("-inf")
+
+
+def test_a_host_that_blocked_before_is_believed_after_a_shorter_run() -> None:
+    """Each block status of a run may renew a block: once a host has blocked, a run
+    of ``AGAIN_RUN`` is its next block, not ``BLOCK_RUN`` (fewer hits that renew it)."""
+    host = make()
+    now = block(host, 0.0)
+    now = serve(host, host.ready_at(now), 30)  # the probe and pages: the block is over
+    assert host.phase(now) != "blocked"
+    now = serve(host, now, AGAIN_RUN - 1, status=403)
+    assert host.phase(now) != "blocked"  # a lone 403 is still a forbidden page
+    now = serve(host, now, 1)
+    now = serve(host, now, AGAIN_RUN, status=403)
+    assert host.phase(now) == "blocked" and AGAIN_RUN < BLOCK_RUN
 
 
 def test_403_from_a_host_that_never_served_a_page_is_forbidden_and_kept() -> None:
@@ -181,9 +197,10 @@ def test_a_block_survives_the_state_record() -> None:
 @given(st.lists(st.sampled_from([200, 404, 403]), min_size=1, max_size=60))
 def test_no_block_without_a_run_and_never_a_wait_past_max_delay(statuses: list[int]) -> None:
     """Invariants: a host is blocked only after BLOCK_RUN 403s in a row that
-    followed a page, and no pause is longer than max_delay."""
+    followed a page (AGAIN_RUN once it has blocked), and no pause is longer than
+    max_delay."""
     host = make(max_delay=30.0)
-    now, run, served = 0.0, 0, False
+    now, run, served, blocked_before = 0.0, 0, False, False
     for status in statuses:
         now = max(now, host.ready_at(now))
         ticket = host.start(now)
@@ -193,7 +210,8 @@ def test_no_block_without_a_run_and_never_a_wait_past_max_delay(statuses: list[i
         served = served or status == 200
         run = run + 1 if status == 403 else 0
         if host.phase(now) == "blocked" and not was_blocked:
-            assert served and run >= BLOCK_RUN
+            assert served and run >= (AGAIN_RUN if blocked_before else BLOCK_RUN)
+            blocked_before = True
         assert host.paused_until - now <= 30.0 + 1e-9
 
 

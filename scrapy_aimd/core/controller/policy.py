@@ -14,10 +14,10 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
 ``outage``
     Overloads at four times the spacing taken before: down; an accepted request restores it.
 ``blocked``
-    ``BLOCK_RUN`` block statuses in a row after pages: no start for a wait (the
-    last block's), then one probe at a time, the wait doubling while it is still
-    blocked (every hit may renew a block); the first accepted probe ends the
-    cycle as ``backing_off`` does, below the rate that brought it on.
+    ``BLOCK_RUN`` block statuses in a row after pages (``AGAIN_RUN`` once it has
+    blocked): no start for a wait (the last block's), then one probe at a time,
+    the wait doubling while it is still blocked (every hit may renew a block);
+    the first accepted probe ends the cycle as ``backing_off`` does.
 
 A refusal where the limit set the pace halves the limit instead; at most one
 decrease per round. A pause (Retry-After, a spent quota) holds every start; a told
@@ -53,6 +53,8 @@ DEFAULT_SPACING = 1.0
 """The gap after a refusal with no spacing measured: the classic one request a second."""
 BLOCK_RUN = 4
 """Block statuses in a row that are a block: with a fifth of the links forbidden, 1 in 625."""
+AGAIN_RUN = 2
+"""... from a host that blocked before: 1 in 25, where each status of a run may renew a block."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
@@ -142,7 +144,7 @@ def _block(
     """A block status: a forbidden page (fetched once more), a run's last, or a probe."""
     if s.phase != "blocked":
         s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
-        if s.run < BLOCK_RUN or not s.answered_well:
+        if s.run < (BLOCK_RUN if not s.wait else AGAIN_RUN) or not s.answered_well:
             return Reaction("forbidden", False, refused=s.answered_well)
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
         s.rate.refuse(now)
