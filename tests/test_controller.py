@@ -268,17 +268,41 @@ def test_a_429_backs_off_from_the_pace_the_host_took() -> None:
     assert host.delay == pytest.approx(0.1, rel=0.2)
 
 
-def test_refusals_in_a_row_double_the_gap_within_a_quarter_of_their_age() -> None:
+def test_429s_in_a_row_double_the_gap() -> None:
+    """A host that counts requests may count the refused ones too (HAProxy's
+    ``http_req_rate``): each refusal doubles the gap, so that few are sent."""
     host = make(adaptive=False, max_concurrency=1)
     now = refused_run(host, 0.0, 10, 0.1)
-    first = now
     for _ in range(12):
         before = host.delay
         now = host.ready_at(now)
         host.finish(host.start(now), now + 0.01, status=429)
         now += 0.01
+        assert host.delay == pytest.approx(min(GROWTH * before, 60.0))
+
+
+def test_503s_in_a_row_double_the_gap_within_a_quarter_of_their_age() -> None:
+    """An overloaded or down host is probed within a quarter of its refusals' age:
+    its return is found soon."""
+    host = make(adaptive=False, max_concurrency=1)
+    now = 0.0
+    for _ in range(10):
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+        now += 0.1
+    now = max(now, host.ready_at(now))
+    host.finish(host.start(now), now + 0.01, status=503)
+    now += 0.01
+    first, grew = now, False
+    for _ in range(12):
+        before = host.delay
+        now = host.ready_at(now)
+        host.finish(host.start(now), now + 0.01, status=503)
+        now += 0.01
         assert host.delay <= max(before, GROWTH * before)
         assert host.delay <= max(before, OUTAGE_SHARE * (now - first)) + 1e-9
+        grew = grew or host.delay < GROWTH * before * (1 - 1e-9)
+    assert grew  # the quarter bound held the gap below a doubling
 
 
 def window_cycle(host: HostController, now: float, edge: float) -> float:

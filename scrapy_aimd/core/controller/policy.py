@@ -9,8 +9,9 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
     speed adds one to the limit; the gap halves its distance to the spacing
     last refused per stretch, then narrows by ``MARGIN`` per probe period.
 ``backing_off``
-    Refused where the gap set the pace: each refusal doubles the gap; the first
-    accepted request ends the cycle at the rate the host accepted over it.
+    Refused where the gap set the pace: each refusal doubles the gap (an overload's
+    within a quarter of their age); the first accepted request ends the cycle at
+    the rate the host accepted over it.
 ``outage``
     Overloads at four times the spacing taken before: down; an accepted request restores it.
 ``blocked``
@@ -43,7 +44,7 @@ MARGIN = 0.1
 GROWTH = 2.0
 """A refusal at the gap doubles it (exponential backoff, as TCP's timer)."""
 OUTAGE_SHARE = 0.25
-"""... within this share of the refusals' age: a host back is found at most a quarter late."""
+"""... an overload's within this share of the refusals' age: a host back is found soon."""
 OUTAGE_PROOF = 4.0
 """Overloads at this many times the spacing taken before: an outage, not the crawl's pace."""
 LONE_AFTER = 50
@@ -164,17 +165,16 @@ def told(s: HostState, now: float, quota: Quota) -> float | None:
     """A told quota (:func:`quota_pace`): a floor under the gap, or a pause to its reset."""
     pace = quota_pace(quota, len(s.in_flight))
     s.told = pace.gap
-    if pace.pause <= 0:
-        return None
-    s.pause = max(s.pause, now + pace.pause)
-    return s.pause
+    if pace.pause > 0:
+        s.pause = max(s.pause, now + pace.pause)
+    return s.pause if pace.pause > 0 else None
 
 
 def _widen_gap(
     s: HostState, r: ControllerConfig, now: float, refused: float, *, overload: bool
 ) -> None:
-    """Backing off: from the pace the host took, double the gap per refusal,
-    within a quarter of the refusals' age. ``refused``: the refused spacing."""
+    """Backing off: from the pace the host took, double the gap per refusal (an
+    overload's within a quarter of the refusals' age). ``refused``: the refused spacing."""
     if s.phase in ("startup", "steady"):
         spacing = s.outage.spacing or (s.gap if s.gap > 0 else DEFAULT_SPACING)
         s.hold = max(0.0, refused)
@@ -182,7 +182,7 @@ def _widen_gap(
         s.phase = "backing_off"
     else:
         age = now - (s.outage.since if s.outage.since is not None else now)
-        gap = max(s.gap, min(GROWTH * s.gap, OUTAGE_SHARE * age))
+        gap = max(s.gap, min(GROWTH * s.gap, OUTAGE_SHARE * age if overload else math.inf))
     set_gap(s, gap, r.min_delay, r.max_delay)
     if overload and s.outage.proven(s.gap, OUTAGE_PROOF):
         s.phase = "outage"
