@@ -54,12 +54,15 @@ def crawl(spec: HostSpec, tmp_path: Path, redis_url: str) -> tuple[list[Worker],
         wait_for(fleet, 90)
         log = farm.read_log()
     assert_finished(fleet)
-    summary = summarize(log, [spec])[spec.name]
-    assert summary.pages_fetched == summary.pages_total, summary  # no page lost
-    assert summary.duplicate_fetches == 0, summary
     claims = [w.stats().get("aimd/fleet/claims", 0) for w in fleet]
     assert sum(1 for c in claims if c) >= 2, claims  # a fleet's crawl, not one worker's
     return fleet, sorted(log, key=lambda r: r["arrived"])
+
+
+def assert_every_page_once(spec: HostSpec, log: list[dict[str, Any]]) -> None:
+    summary = summarize(log, [spec])[spec.name]
+    assert summary.pages_fetched == summary.pages_total, summary  # no page lost
+    assert summary.duplicate_fetches == 0, summary
 
 
 def test_a_told_quota_is_kept_by_the_fleet_as_a_whole(tmp_path: Path, redis_url: str) -> None:
@@ -79,6 +82,7 @@ def test_a_told_quota_is_kept_by_the_fleet_as_a_whole(tmp_path: Path, redis_url:
     fleet, log = crawl(spec, tmp_path, redis_url)
     statuses = Counter(r["status"] for r in log)
     assert statuses == {200: len(log)}, statuses  # none refused
+    assert_every_page_once(spec, log)
     # The fleet's pace over the whole crawl: the first window's quota at once,
     # then at most the window's rate.
     span = log[-1]["arrived"] - log[0]["arrived"]
@@ -104,7 +108,7 @@ def block_episodes(log: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         elif current:
             episodes.append([*current, record])
             current = []
-    assert not current, current  # every block ended in a page
+    assert not current, _shown(current)  # every block ended in a page
     return episodes
 
 
@@ -139,6 +143,7 @@ def test_a_block_is_shared_by_the_fleet_and_probed_once_at_a_time(
         assert all(b >= 0.9 * a for a, b in itertools.pairwise(probes)), _shown(episode)
         for a, b in itertools.pairwise(episode[known:]):
             assert b["arrived"] >= a["finished"], _shown(episode)  # one at a time
+    assert_every_page_once(spec, log)  # the requests answered 403 were queued again
     assert any(w.stats().get("aimd/blocked/hosts") for w in fleet)
 
 
