@@ -65,19 +65,23 @@ def assert_every_page_once(spec: HostSpec, log: list[dict[str, Any]]) -> None:
     assert summary.duplicate_fetches == 0, summary
 
 
-def test_a_told_quota_is_kept_by_the_fleet_as_a_whole(tmp_path: Path, redis_url: str) -> None:
-    """A fixed window of 20 requests per 4 s that tells its quota in GitHub's
-    headers: each worker's answers set the host's told pace in Redis, and every
-    worker's claims keep to it. Without it the fleet learns the window by
+@pytest.mark.parametrize("told", ["github", "ietf"])
+def test_a_told_quota_is_kept_by_the_fleet_as_a_whole(
+    tmp_path: Path, redis_url: str, told: str
+) -> None:
+    """A fixed window of 20 requests per 4 s that tells its quota (GitHub's
+    ``X-RateLimit-*``, or the IETF draft's ``RateLimit-Policy`` and
+    ``RateLimit``): each worker's answers set the host's told pace in Redis, and
+    every worker's claims keep to it. Without it the fleet learns the window by
     being refused."""
     limit, seconds = 20, 4.0
     spec = HostSpec(
-        name="github",
+        name="quota",
         pages=50,
         latency=0.02,
         window_limit=limit,
         window_seconds=seconds,
-        quota_headers="github",
+        quota_headers=told,
     )
     fleet, log = crawl(spec, tmp_path, redis_url)
     statuses = Counter(r["status"] for r in log)
