@@ -94,9 +94,9 @@ def test_a_told_quota_is_kept_by_the_fleet_as_a_whole(
     # ... and not far below it: the quota is spent, not feared (51 requests
     # need 2 windows and part of a third; a shared machine's delays aside).
     assert span <= 4 * seconds, span
-    told = [w.stats().get("aimd/quota/told", 0) for w in fleet]
+    read = [w.stats().get("aimd/quota/told", 0) for w in fleet]
     paced = [w.stats().get("aimd/quota/paced", 0) for w in fleet]
-    assert sum(told) == len(log), told  # every answer told it (no robots.txt here)
+    assert sum(read) == len(log), read  # every answer told it (no robots.txt here)
     assert sum(1 for p in paced if p) >= 2, paced  # more than one worker kept to it
     assert not any(w.stats().get("aimd/quota/garbled") for w in fleet)
 
