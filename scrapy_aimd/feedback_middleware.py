@@ -15,11 +15,19 @@ RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
 Scrapy. This middleware decides nothing about the host itself.
 
 A block status (``AIMD_BLOCK_CODES``, 403) from a host that serves pages is
-queued again once, as the controller says (``forbidden``): the answers after
-it may prove a block, and a page must not be lost to a block that ends. The
-second time its URL answers so, alone or as a blocked host's probe, it is
-handed to the spider as a forbidden page (``aimd/forbidden``); any other
-request answered during a block (``block``) is queued again as any refusal.
+queued again, as the controller says (``forbidden``): the answers after it may
+prove a block, and a page must not be lost to a block that ends. It is marked
+(:data:`FORBIDDEN_META`, priority -1, so that it is not a block's probe while
+other requests wait) and handed to the spider as a forbidden page
+(``aimd/forbidden``) when its URL answers so again only if there is evidence
+that the 403 is the page's own: the host served a page (2xx or 3xx, not
+robots.txt) to a request sent after the URL's last try, and no block is proven
+now. Without that evidence it is queued again, as any request answered during a
+block (``block``) is, within ``AIMD_THROTTLE_RETRIES`` and the
+``AIMD_HOST_GIVE_UP`` budget; once those are spent it is handed on, counted. A
+host whose last pages are forbidden thus costs their retries, bounded. The
+evidence is this process's: in a fleet, or after a JOBDIR restart, a URL marked
+by another process is marked again here (one more try) before it can count.
 
 It reads the quota a response tells (``X-RateLimit-*``, ``RateLimit-*``, see
 :mod:`scrapy_aimd.core.rate_limit_headers`), bounded by ``AIMD_MAX_RETRY_AFTER``,
@@ -34,6 +42,7 @@ guess: the cautious side).
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +76,8 @@ TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
 #: again; a copy for another URL (an errback's fallback) is a request of its own.
 GAVE_UP_META = "aimd_gave_up"
 #: Set on a request queued again for a block status that may have been a forbidden
-#: page: its next such answer goes to the spider.
+#: page: ``[process token, send time of the try that answered so]``. Its next such
+#: answer goes to the spider if its host served a page to a later request.
 FORBIDDEN_META = "aimd_forbidden_again"
 
 
@@ -88,6 +98,11 @@ class AimdDownloaderMiddleware:
         self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
         self.parts = parts
         self.connections = OpenConnections()
+        #: Per host, the send time of the latest-sent request it served a page to
+        #: (this process's clock): a float per host, for 100,000 hosts a few MB.
+        self.served: dict[str, float] = {}
+        #: Names this process's marks (:data:`FORBIDDEN_META`): another's clock differs.
+        self.token = secrets.token_hex(8)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -139,35 +154,50 @@ class AimdDownloaderMiddleware:
             quota=self._quota(response, cfg.max_retry_after) if sent_at is not None else None,
         )
         reaction = self._reaction(request)
+        if sent_at is not None and 200 <= status < 400 and ROBOTS_META not in request.meta:
+            host = request_host(request)
+            self.served[host] = max(sent_at, self.served.get(host, sent_at))
         if reaction is not None and reaction.kind in ("forbidden", "block"):
-            return self._blocked(request, response, reaction, sent_at is not None)
+            return self._blocked(request, response, reaction, sent_at)
         if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
         return response
 
     def _blocked(
-        self, request: Request, response: Response, reaction: Reaction, sent: bool
+        self, request: Request, response: Response, reaction: Reaction, sent_at: float | None
     ) -> Request | Response:
-        """A block status: queued again (a forbidden page once, marked and after its
-        host's other requests), or handed to the spider as a forbidden page when its
-        URL answered so before and now does so alone or as a block's probe (a page
-        that always answers 403 must not hold a blocked host's probes)."""
-        before = bool(request.meta.get(FORBIDDEN_META))
-        hand_on = not reaction.refused or (
-            before and (reaction.kind == "forbidden" or reaction.decreased)
-        )
-        if sent and not hand_on:
+        """A block status: handed to the spider as a forbidden page when its URL was
+        marked and the host has served a page since (:meth:`_served_since`), else
+        queued again, marked (after its host's other requests) unless the block is
+        proven; handed on when its retries are spent, or at once from a host that
+        never served a page (``refused`` False)."""
+        mark = request.meta.get(FORBIDDEN_META)
+        before = bool(mark)
+        own = reaction.kind == "forbidden" and self._served_since(request, mark)
+        if sent_at is not None and reaction.refused and not own:
             again = self._requeue(request, str(response.status))
-            if again is not None and reaction.kind == "forbidden":
+            if again is not None and (before or reaction.kind == "forbidden"):
                 # If a block follows, its probes are the host's other requests,
                 # and this one comes once the block is over.
-                again.meta[FORBIDDEN_META] = True
-                again.priority -= 1
+                again.meta[FORBIDDEN_META] = [self.token, sent_at]
+                if not before:
+                    again.priority -= 1
             if again is not None:
                 return again
         if reaction.kind == "forbidden" or before:
             self.stats.inc_value("aimd/forbidden")
         return response
+
+    def _served_since(self, request: Request, mark: object) -> bool:
+        """The request was marked by this process, and its host has served a page
+        to a request sent after the marked try: the host was not blocking then, so
+        the URL's block status is its own (a block that began later, before this
+        try, is the one case it misses; a proven block is never evidence)."""
+        if not isinstance(mark, (list, tuple)) or len(mark) != 2 or mark[0] != self.token:
+            return False
+        sent = mark[1]
+        served = self.served.get(request_host(request))
+        return isinstance(sent, (int, float)) and served is not None and served > sent
 
     def _quota(self, response: Response, max_seconds: float) -> Quota | None:
         """The quota the response tells, if any; garbled and capped values counted."""
