@@ -28,7 +28,8 @@ class Site:
     request on (the root is the first) every page answers 403 for ``block_seconds``,
     renewed by every hit if ``renew`` (as mod_evasive); with ``block_when_done``
     it begins at the first request for a forbidden page once every other page was
-    served. Pages take ``latency``; a 403 is immediate, as a firewall's."""
+    served. Pages take ``latency`` (the ``slow``-th page request 0.5 s); a 403 is
+    immediate, as a firewall's."""
 
     pages: int
     forbidden: frozenset[int] = frozenset()
@@ -38,6 +39,7 @@ class Site:
     renew: bool = False
     block_when_done: bool = False
     latency: float = 0.05
+    slow: int | None = None
     log: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: int = 0
@@ -61,9 +63,10 @@ class Site:
             elif forbidden:
                 status = 403
             self.log.append((path, status))
+            latency = 0.5 if self.requests == self.slow else self.latency
         if status == 403:
             return status, b"forbidden"
-        time.sleep(self.latency)
+        time.sleep(latency)
         return status, self.body(path).encode()
 
     def body(self, path: str) -> str:
@@ -125,8 +128,10 @@ def test_pages_refused_as_a_block_began_are_scraped_once_it_ends(
     tmp_path: Path, renew: bool
 ) -> None:
     """A paginated site that blocks for 3 s at its 20th page: the pages in flight
-    then, and the ones after them, are all scraped once the block ends."""
-    site = Site(pages=40, narrow=True, block_at=20, block_seconds=3.0, renew=renew)
+    then, and the ones after them, are all scraped once the block ends. The page
+    before is slow, answered after the block's first 403s: no evidence that the
+    host still serves (it was asked before them)."""
+    site = Site(pages=40, narrow=True, block_at=20, block_seconds=3.0, renew=renew, slow=19)
     result = crawl(site, tmp_path / "crawl")
     refused = {path for path, status in site.log if status == 403}
     twice = {path for path in refused if sum(1 for p, s in site.log if (p, s) == (path, 403)) > 1}
