@@ -178,3 +178,21 @@ def test_a_blocked_host_left_with_forbidden_pages_only_ends(tmp_path: Path) -> N
     assert result.stats["aimd/blocked/hosts"] >= 1
     assert site.served() == Counter({"/": 1} | {page(i): 1 for i in range(20)})
     assert elapsed < 60
+
+
+def test_a_page_marked_by_another_process_is_tried_once_more_here(tmp_path: Path) -> None:
+    """A mark's evidence is the process's own: a fleet worker, or a crawl resumed
+    from its JOBDIR, fetches such a page twice itself before handing it on."""
+    forbidden = frozenset({5, 15})
+    site = Site(pages=30, forbidden=forbidden)
+    with serving(site) as url:
+        result = run_crawl(
+            [url],
+            tmp_path / "crawl",
+            {**AIMD, "HTTPERROR_ALLOWED_CODES": [403]},
+            spider="components.MarkedElsewhereSpider",
+        )
+    fetches = site.fetches()
+    assert all(fetches[page(i)] == 2 for i in forbidden), fetches
+    assert handed_on(result) == Counter({page(i)[1:]: 1 for i in forbidden})
+    assert result.stats["aimd/forbidden"] == 2
