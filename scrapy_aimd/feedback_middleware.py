@@ -15,11 +15,21 @@ RetryMiddleware (``RETRY_TIMES``, "Gave up retrying", the errback) as in stock
 Scrapy. This middleware decides nothing about the host itself.
 
 A block status (``AIMD_BLOCK_CODES``, 403) from a host that serves pages is
-queued again once, as the controller says (``forbidden``): the answers after
-it may prove a block, and a page must not be lost to a block that ends. The
-second time its URL answers so, alone or as a blocked host's probe, it is
-handed to the spider as a forbidden page (``aimd/forbidden``); any other
-request answered during a block (``block``) is queued again as any refusal.
+queued again, as the controller says (``forbidden``): the answers after it may
+prove a block, and a page must not be lost to a block that ends. It is marked
+(:data:`FORBIDDEN_META`, priority -1, so that it is not a block's probe while
+other requests wait), and its URL's next block status is handed to the spider
+as a forbidden page (``aimd/forbidden``) only on evidence that the 403 was the
+page's own: the first answer of its host to a request sent after the 403'd one
+was a page (2xx or 3xx, not robots.txt), not another block status, and no block
+is proven now. A page that was asked for in a block's first 403s, then again at
+the start of the next block, is not handed on: the answer after its first 403
+was a 403. Without that evidence it is queued again, as any request answered
+during a block (``block``) is, within ``AIMD_THROTTLE_RETRIES`` and the
+``AIMD_HOST_GIVE_UP`` budget; once those are spent it is handed on, counted. A
+host's last page, if forbidden, has no answer after it and costs its retries,
+bounded. The evidence is this process's: in a fleet, or after a JOBDIR restart,
+a URL marked by another process is marked again here (one more try) first.
 
 It reads the quota a response tells (``X-RateLimit-*``, ``RateLimit-*``, see
 :mod:`scrapy_aimd.core.rate_limit_headers`), bounded by ``AIMD_MAX_RETRY_AFTER``,
@@ -34,6 +44,7 @@ guess: the cautious side).
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +78,8 @@ TIMEOUT_ERRORS = (DownloadTimeoutError, TwistedTimeoutError, TimeoutError)
 #: again; a copy for another URL (an errback's fallback) is a request of its own.
 GAVE_UP_META = "aimd_gave_up"
 #: Set on a request queued again for a block status that may have been a forbidden
-#: page: its next such answer goes to the spider.
+#: page: ``[process token, send time of the try that answered so]``. Its next such
+#: answer goes to the spider if its host's first answer after that try was a page.
 FORBIDDEN_META = "aimd_forbidden_again"
 
 
@@ -88,6 +100,19 @@ class AimdDownloaderMiddleware:
         self.retry_enabled = crawler.settings.getbool("RETRY_ENABLED", True)
         self.parts = parts
         self.connections = OpenConnections()
+        #: Per host, the marks (send times of 403'd tries, this process's clock)
+        #: that no answer to a later-sent request has settled yet; then, per mark,
+        #: whether that first answer was a page. Only marked requests have entries,
+        #: popped when they come back.
+        self.unsettled: dict[str, list[float]] = {}
+        self.verdicts: dict[tuple[str, float], bool] = {}
+        #: Per host, the send time of the latest-sent request answered with a page,
+        #: and with a block status: answers that came before a mark was made (13 MB
+        #: per 100,000 hosts with their names, as a dict of ints would take).
+        self.served: dict[str, float] = {}
+        self.refused: dict[str, float] = {}
+        #: Names this process's marks (:data:`FORBIDDEN_META`): another's clock differs.
+        self.token = secrets.token_hex(8)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -139,35 +164,103 @@ class AimdDownloaderMiddleware:
             quota=self._quota(response, cfg.max_retry_after) if sent_at is not None else None,
         )
         reaction = self._reaction(request)
-        if reaction is not None and reaction.kind in ("forbidden", "block"):
-            return self._blocked(request, response, reaction, sent_at is not None)
+        blocked = reaction is not None and reaction.kind in ("forbidden", "block")
+        # Its own mark first (let go of whatever the answer), then it settles others'.
+        own = self._verdict(request) if FORBIDDEN_META in request.meta else None
+        if sent_at is not None and ROBOTS_META not in request.meta:
+            if 200 <= status < 400:
+                self._settle(request_host(request), sent_at, page=True)
+            elif blocked:
+                self._settle(request_host(request), sent_at, page=False)
+        if reaction is not None and blocked:
+            return self._blocked(request, response, reaction, sent_at, own=own)
         if sent_at is not None and reaction is not None and reaction.refused:
             return self._requeue(request, str(status)) or response
         return response
 
     def _blocked(
-        self, request: Request, response: Response, reaction: Reaction, sent: bool
+        self,
+        request: Request,
+        response: Response,
+        reaction: Reaction,
+        sent_at: float | None,
+        *,
+        own: bool | None,
     ) -> Request | Response:
-        """A block status: queued again (a forbidden page once, marked and after its
-        host's other requests), or handed to the spider as a forbidden page when its
-        URL answered so before and now does so alone or as a block's probe (a page
-        that always answers 403 must not hold a blocked host's probes)."""
-        before = bool(request.meta.get(FORBIDDEN_META))
-        hand_on = not reaction.refused or (
-            before and (reaction.kind == "forbidden" or reaction.decreased)
-        )
-        if sent and not hand_on:
+        """A block status: handed to the spider as a forbidden page when it is the
+        page's ``own`` (:meth:`_verdict`) and no block is proven, else queued again
+        (marked, after its host's other requests, if it was marked or no block is
+        proven); handed on when its retries are spent, or at once from a host that
+        never served a page (``refused`` False)."""
+        mark = request.meta.get(FORBIDDEN_META)
+        before = bool(mark)
+        if sent_at is not None and reaction.refused and not (own and reaction.kind == "forbidden"):
             again = self._requeue(request, str(response.status))
-            if again is not None and reaction.kind == "forbidden":
+            if again is not None and (before or reaction.kind == "forbidden"):
                 # If a block follows, its probes are the host's other requests,
-                # and this one comes once the block is over.
-                again.meta[FORBIDDEN_META] = True
-                again.priority -= 1
+                # and this one comes once the block is over. A mark that no later
+                # answer has settled yet is kept: those in flight may settle it.
+                host = request_host(request)
+                kept = own is None and isinstance(mark, list) and mark[0] == self.token
+                sent = mark[1] if kept and isinstance(mark, list) else sent_at
+                again.meta[FORBIDDEN_META] = [self.token, sent]
+                if kept:  # only its own answer came after it
+                    self.unsettled.setdefault(host, []).append(sent)
+                else:
+                    self._mark(host, sent)
+                if not before:
+                    again.priority -= 1
             if again is not None:
                 return again
         if reaction.kind == "forbidden" or before:
             self.stats.inc_value("aimd/forbidden")
         return response
+
+    def _verdict(self, request: Request) -> bool | None:
+        """Whether the host's first answer to a request sent after the request's
+        marked try was a page (the host was not blocking then, so that 403 was the
+        page's own), None if no such answer came yet; False for a mark of another
+        process. The mark is let go of."""
+        mark = request.meta.get(FORBIDDEN_META)
+        if not isinstance(mark, (list, tuple)) or len(mark) != 2 or mark[0] != self.token:
+            return False
+        host, sent = request_host(request), mark[1]
+        waiting = self.unsettled.get(host)
+        if waiting and sent in waiting:
+            waiting.remove(sent)
+            if not waiting:
+                del self.unsettled[host]
+            return None
+        return self.verdicts.pop((host, sent), False)
+
+    def _mark(self, host: str, sent: float) -> None:
+        """A mark awaits the first answer to a request sent after it, unless answers
+        to such requests came already (ahead of the 403's): a page only, or not."""
+        if self.refused.get(host, sent) > sent:
+            self.verdicts[host, sent] = False
+        elif self.served.get(host, sent) > sent:
+            self.verdicts[host, sent] = True
+        else:
+            self.unsettled.setdefault(host, []).append(sent)
+
+    def _settle(self, host: str, sent_at: float, *, page: bool) -> None:
+        """An answer of the host, a page or a block status, to a request sent at
+        ``sent_at``: the verdict of every mark sent before it and still unsettled
+        (the first answer after a mark, as they arrive: a fast 403 before a slow
+        page reads as a block, the cautious side)."""
+        latest = self.served if page else self.refused
+        latest[host] = max(sent_at, latest.get(host, sent_at))
+        waiting = self.unsettled.get(host)
+        if not waiting:
+            return
+        later = [t for t in waiting if t >= sent_at]
+        for t in waiting:
+            if t < sent_at:
+                self.verdicts[host, t] = page
+        if later:
+            self.unsettled[host] = later
+        else:
+            del self.unsettled[host]
 
     def _quota(self, response: Response, max_seconds: float) -> Quota | None:
         """The quota the response tells, if any; garbled and capped values counted."""

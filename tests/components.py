@@ -319,3 +319,18 @@ class OtherNameSpider(FarmSpider):
     """The farm's spider under another name: a JOBDIR of the one is not the other's."""
 
     name = "other"
+
+
+class MarkedElsewhereSpider(FarmSpider):
+    """Asks for two pages as marked forbidden by another process (a fleet worker,
+    the run before a JOBDIR restart): ``/p/5.html`` with another's token,
+    ``/p/15.html`` with the mark of older versions (``True``)."""
+
+    name = "marked_elsewhere"
+
+    def parse(self, response: Any) -> Any:
+        marks = {"/p/5.html": ["another-process", 0.0], "/p/15.html": True}
+        for result in super().parse(response):
+            if isinstance(result, Request) and urlsplit(result.url).path in marks:
+                result.meta["aimd_forbidden_again"] = marks[urlsplit(result.url).path]
+            yield result
