@@ -83,6 +83,8 @@ class Reporter:
         self._pausing: set[str] = set()
         #: Blocked hosts, and when their block began: blocks this process began.
         self._blocked: dict[str, float] = {}
+        #: ... and the end of their first wait: no probe, so no end, comes before it.
+        self._first_wait: dict[str, float] = {}
         #: Hosts whose latest start here found the controller blocked: a block answer
         #: to it is a probe (a fleet's worker may probe a block another one began).
         self._probing: set[str] = set()
@@ -129,7 +131,9 @@ class Reporter:
             self._probing.add(host)
         else:
             self._probing.discard(host)
-            if host in self._blocked:  # ended by another worker's answer (a fleet's)
+            if host in self._blocked and now >= self._first_wait[host]:
+                # Ended by another worker's probe (a fleet's). A start before the first
+                # wait's end is of a claim made before the block: its view is older.
                 self._unblocked(host, now, controller)
         if host in self._pausing and controller.paused_until <= now:
             self._pausing.discard(host)
@@ -164,7 +168,11 @@ class Reporter:
             self._event("response", now, host, status=status, latency=latency)
         if reaction.kind == "block":
             self._block(host, now, reaction, controller)
-        elif host in self._blocked and reaction.kind in ("good", "neutral"):
+        elif (
+            host in self._blocked
+            and reaction.kind in ("good", "neutral")
+            and controller.phase(now) != "blocked"  # not a page sent before the block
+        ):
             self._unblocked(host, now, controller)
         if reaction.throttled or (reaction.kind == "block" and reaction.decreased):
             self._throttled(
@@ -314,6 +322,7 @@ class Reporter:
             self.stats.inc_value("aimd/blocked/probes")
             return
         self._blocked[host] = now
+        self._first_wait[host] = reaction.paused_until or now
         self.stats.inc_value("aimd/blocked/hosts")
         logger.warning(
             "%s blocks the crawl (a run of %s answers after pages): no request for %.1fs,"
@@ -331,6 +340,7 @@ class Reporter:
         the host, a little later than that answer). A block that never ended here
         counts no seconds."""
         seconds = now - self._blocked.pop(host)
+        self._first_wait.pop(host, None)
         self.stats.inc_value("aimd/blocked/seconds", seconds)  # type: ignore[arg-type]
         logger.info(
             "%s no longer blocks the crawl after %.1fs: gap %.2fs", host, seconds, controller.delay

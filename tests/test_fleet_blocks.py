@@ -34,8 +34,10 @@ FIRST_WAIT = 0.9
 #: ``block_limit`` requests in ``block_interval``: 0.2 s apart on average).
 PROBE_SILENCE = 0.6
 #: Blocked seconds a fleet's workers may count beyond what the farm's log shows of
-#: a block (the worker that began it counts up to when it sees it end).
-BLOCK_SECONDS_MARGIN = 1.0
+#: a block: the worker that began it counts up to its first start or answer that
+#: finds the host unblocked, which may come after another worker's probe ended it
+#: (up to 3.2 s after, in 8 runs; exact when its own probe ended the block).
+BLOCK_SECONDS_MARGIN = 4.0
 
 
 @pytest.fixture
