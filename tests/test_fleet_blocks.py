@@ -36,7 +36,7 @@ PROBE_SILENCE = 0.6
 #: Blocked seconds a fleet's workers may count beyond what the farm's log shows of
 #: a block: the worker that began it counts up to its first start or answer that
 #: finds the host unblocked, which may come after another worker's probe ended it
-#: (up to 3.2 s after, in 8 runs; exact when its own probe ended the block).
+#: (up to 3.2 s after, in 4 runs; exact when its own probe ended the block).
 BLOCK_SECONDS_MARGIN = 4.0
 
 
