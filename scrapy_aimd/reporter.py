@@ -81,8 +81,13 @@ class Reporter:
         self._troubled: set[str] = set()
         #: Hosts paused whose first start after the pause is still to be told.
         self._pausing: set[str] = set()
-        #: Blocked hosts, and when their block began.
+        #: Blocked hosts, and when their block began: blocks this process began.
         self._blocked: dict[str, float] = {}
+        #: ... and the end of their first wait: no probe, so no end, comes before it.
+        self._first_wait: dict[str, float] = {}
+        #: Hosts whose latest start here found the controller blocked: a block answer
+        #: to it is a probe (a fleet's worker may probe a block another one began).
+        self._probing: set[str] = set()
 
     def open(
         self,
@@ -122,6 +127,14 @@ class Reporter:
 
     def started(self, host: str, now: float, controller: HostController) -> None:
         self.stats.inc_value("aimd/started")
+        if controller.phase(now) == "blocked":
+            self._probing.add(host)
+        else:
+            self._probing.discard(host)
+            if host in self._blocked and now >= self._first_wait[host]:
+                # Ended by another worker's probe (a fleet's). A start before the first
+                # wait's end is of a claim made before the block: its view is older.
+                self._unblocked(host, now, controller)
         if host in self._pausing and controller.paused_until <= now:
             self._pausing.discard(host)
             self._event("resume", now, host)
@@ -155,7 +168,11 @@ class Reporter:
             self._event("response", now, host, status=status, latency=latency)
         if reaction.kind == "block":
             self._block(host, now, reaction, controller)
-        elif host in self._blocked and reaction.kind in ("good", "neutral"):
+        elif (
+            host in self._blocked
+            and reaction.kind in ("good", "neutral")
+            and controller.phase(now) != "blocked"  # not a page sent before the block
+        ):
             self._unblocked(host, now, controller)
         if reaction.throttled or (reaction.kind == "block" and reaction.decreased):
             self._throttled(
@@ -291,14 +308,21 @@ class Reporter:
         )
 
     def _block(self, host: str, now: float, reaction: Reaction, controller: HostController) -> None:
-        """A block answer: a new block, a probe still blocked, or a straggler of one."""
+        """A block answer: a new block, a probe still blocked, or a straggler of one.
+
+        A block is counted once, by the process whose answer began it: the one that
+        moved the controller into its ``blocked`` phase. The reaction alone does not
+        tell it from a probe's (both decrease), so a probe is told by its start: one
+        started while the controller was blocked. A fleet's worker whose first sight
+        of a block is its own probe's answer counts a probe, not a block."""
         self.stats.inc_value("aimd/blocked/answers")
         if not reaction.decreased:
             return
-        if host in self._blocked:
+        if host in self._blocked or host in self._probing:
             self.stats.inc_value("aimd/blocked/probes")
             return
         self._blocked[host] = now
+        self._first_wait[host] = reaction.paused_until or now
         self.stats.inc_value("aimd/blocked/hosts")
         logger.warning(
             "%s blocks the crawl (a run of %s answers after pages): no request for %.1fs,"
@@ -310,7 +334,13 @@ class Reporter:
         self._event("block", now, host)
 
     def _unblocked(self, host: str, now: float, controller: HostController) -> None:
+        """A block this process began is over: its seconds, counted here only, up to
+        the first answer or start of this process that finds the host unblocked (in
+        a fleet another worker's probe may end it: then this worker's next start on
+        the host, a little later than that answer). A block that never ended here
+        counts no seconds."""
         seconds = now - self._blocked.pop(host)
+        self._first_wait.pop(host, None)
         self.stats.inc_value("aimd/blocked/seconds", seconds)  # type: ignore[arg-type]
         logger.info(
             "%s no longer blocks the crawl after %.1fs: gap %.2fs", host, seconds, controller.delay
