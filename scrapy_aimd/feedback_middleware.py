@@ -151,7 +151,8 @@ class AimdDownloaderMiddleware:
             self.connections.answered(_pool_key(request), self.clock(), kept=kept)
         status = response.status
         retry_after = None
-        cfg = self.configs.for_host(request_host(request))
+        host = request_host(request)
+        cfg = self.configs.for_host(host)
         if status in cfg.throttle_codes:
             retry_after = self._retry_after(request, response)
         self._send(
@@ -169,9 +170,9 @@ class AimdDownloaderMiddleware:
         own = self._verdict(request) if FORBIDDEN_META in request.meta else None
         if sent_at is not None and ROBOTS_META not in request.meta:
             if 200 <= status < 400:
-                self._settle(request_host(request), sent_at, page=True)
+                self._settle(host, sent_at, page=True)
             elif blocked:
-                self._settle(request_host(request), sent_at, page=False)
+                self._settle(host, sent_at, page=False)
         if reaction is not None and blocked:
             return self._blocked(request, response, reaction, sent_at, own=own)
         if sent_at is not None and reaction is not None and reaction.refused:

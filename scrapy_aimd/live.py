@@ -98,7 +98,7 @@ class HostsView:
             )
             if controller.phase(now) == "blocked":
                 line.why = "blocked"
-            elif controller.told_gap > 0 and controller.told_gap >= controller.delay:
+            elif controller.told_gap > 0:
                 line.why = "told quota"
             if paused_for > 0 or line.refused or line.gap > 0:
                 candidates.append(line)

@@ -81,10 +81,9 @@ class Reporter:
         self._troubled: set[str] = set()
         #: Hosts paused whose first start after the pause is still to be told.
         self._pausing: set[str] = set()
-        #: Blocked hosts, and when their block began: blocks this process began.
-        self._blocked: dict[str, float] = {}
-        #: ... and the end of their first wait: no probe, so no end, comes before it.
-        self._first_wait: dict[str, float] = {}
+        #: Blocked hosts (blocks this process began): when their block began, and
+        #: the end of its first wait (no probe, so no end, comes before it).
+        self._blocked: dict[str, tuple[float, float]] = {}
         #: Hosts whose latest start here found the controller blocked: a block answer
         #: to it is a probe (a fleet's worker may probe a block another one began).
         self._probing: set[str] = set()
@@ -131,7 +130,7 @@ class Reporter:
             self._probing.add(host)
         else:
             self._probing.discard(host)
-            if host in self._blocked and now >= self._first_wait[host]:
+            if host in self._blocked and now >= self._blocked[host][1]:
                 # Ended by another worker's probe (a fleet's). A start before the first
                 # wait's end is of a claim made before the block: its view is older.
                 self._unblocked(host, now, controller)
@@ -158,7 +157,7 @@ class Reporter:
     ) -> None:
         """A response (``status``) or a failure (``error``), and what the controller made of it."""
         delay, concurrency = controller.delay, controller.concurrency
-        told = controller.told_gap > 0 and controller.told_gap >= delay
+        told = controller.told_gap > 0
         if status is None:
             self._event("fail", now, host, error="timeout" if timeout else error, timeout=timeout)
         elif told:
@@ -321,8 +320,7 @@ class Reporter:
         if host in self._blocked or host in self._probing:
             self.stats.inc_value("aimd/blocked/probes")
             return
-        self._blocked[host] = now
-        self._first_wait[host] = reaction.paused_until or now
+        self._blocked[host] = (now, reaction.paused_until or now)
         self.stats.inc_value("aimd/blocked/hosts")
         logger.warning(
             "%s blocks the crawl (a run of %s answers after pages): no request for %.1fs,"
@@ -339,8 +337,7 @@ class Reporter:
         a fleet another worker's probe may end it: then this worker's next start on
         the host, a little later than that answer). A block that never ended here
         counts no seconds."""
-        seconds = now - self._blocked.pop(host)
-        self._first_wait.pop(host, None)
+        seconds = now - self._blocked.pop(host)[0]
         self.stats.inc_value("aimd/blocked/seconds", seconds)  # type: ignore[arg-type]
         logger.info(
             "%s no longer blocks the crawl after %.1fs: gap %.2fs", host, seconds, controller.delay

@@ -98,8 +98,8 @@ class HostController:
 
     @property
     def told_gap(self) -> float:
-        """The gap the host's told quota asks for (0: none told)."""
-        return self._s.told
+        """The gap the host's told quota sets (0: none told, or its own gap is wider)."""
+        return self._s.told if self._s.told >= self._s.gap else 0.0
 
     @property
     def best_latency(self) -> float | None:
