@@ -81,7 +81,7 @@ class HostController:
     @property
     def concurrency(self) -> int:
         """The current limit of requests in flight."""
-        return self._s.limit
+        return _policy.gate_limit(self._s)
 
     @property
     def in_flight(self) -> int:
@@ -94,7 +94,7 @@ class HostController:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self.delay, self._s.limit, self._s.pause)
+        return Limits(self.delay, _policy.gate_limit(self._s), self._s.pause)
 
     @property
     def told_gap(self) -> float:

@@ -56,6 +56,9 @@ BLOCK_RUN = 4
 """Block statuses in a row that are a block: with a fifth of the links forbidden, 1 in 625."""
 AGAIN_RUN = 2
 """... from a host that blocked before: 1 in 25, where each status of a run may renew a block."""
+BLOCK_WAIT = 4.0
+"""A block's first wait: blocks last seconds (a ban, a rate over a period of 10 s or
+more), and a probe inside one renews or counts; from 1 s, two probes more a block."""
 SNAP = 0.001
 """A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
 JITTER = 1.25
@@ -72,6 +75,12 @@ def set_gap(s: HostState, gap: float, min_delay: float, max_delay: float) -> Non
     low = floor(s, min_delay)
     gap = max(low, min(max(max_delay, low), gap))
     s.gap = low if gap - low < SNAP else gap
+
+
+def gate_limit(s: HostState) -> int:
+    """The limit the gate applies: each block status of an open run keeps its slot
+    until a page answers, since a block refuses whatever is sent meanwhile."""
+    return max(1, s.limit - s.run)
 
 
 def on_start(s: HostState, now: float, serial: int) -> None:
@@ -150,7 +159,7 @@ def _block(
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
         s.rate.refuse(now)
         s.hold = max(0.0, spacing) if s.phase in ("startup", "steady") else s.hold
-        s.phase, s.wait, s.probes = "blocked", max(DEFAULT_SPACING, s.wait), 0
+        s.phase, s.wait, s.probes = "blocked", max(BLOCK_WAIT, s.wait), 0
         _set_limit(s, 1, now)
     elif ticket.round == s.round:
         s.wait *= GROWTH
