@@ -115,7 +115,7 @@ def test_an_open_run_of_block_statuses_keeps_its_slots_until_a_page_answers() ->
     early = [host.start(now) for _ in range(8)]
     assert host.ready_at(now) == float("inf")
     now += FAST
-    for answered, ticket in enumerate(early[:BLOCK_RUN - 1], 1):
+    for answered, ticket in enumerate(early[: BLOCK_RUN - 1], 1):
         host.finish(ticket, now, status=403, latency=FAST)
         assert host.concurrency == 8 - answered
         assert host.ready_at(now) == float("inf")  # nothing sent in its place
