@@ -58,3 +58,15 @@ def report_sent(frontier: FleetFrontier[T], claim: Claim[T]) -> None:
     next call)."""
     frontier.sent_later(claim)
     frontier.flush()
+
+
+def leases_dropped_later(frontier: FleetFrontier[Any]) -> set[str]:
+    """Leases told done (with their answer, or since) whose answer is not stored
+    yet: it lost its race, or waits for another worker's turn on its host. Redis
+    keeps them until the answer goes with the worker's next call."""
+    return {answer.lease for answer in frontier._answers if answer.done and answer.lease}
+
+
+def hosts_waiting(frontier: FleetFrontier[Any]) -> set[str]:
+    """Hosts of the answers that wait for the worker's next call."""
+    return {answer.host for answer in frontier._answers}

@@ -314,3 +314,31 @@ def test_three_crawling_workers_on_two_fast_hosts_fetch_every_page_once(
         f"\n{elapsed:.1f} s: "
         + "; ".join(str({k: s.get(f"aimd/fleet/{k}", 0) for k in keys}) for s in stats)
     )
+
+
+@pytest.mark.parametrize("cancel", ["done", "give_back"])
+def test_a_lone_worker_never_loses_a_race_to_its_own_cancel(
+    server: RedisServer, raw: redis.Redis, prefix: str, cancel: str
+) -> None:
+    """A worker that frees a claim's place without an answer (done before its
+    download, or given back) logs a cancel on the host; its next answer of the
+    host, with no other worker about, is stored at once, not taken for a lost
+    race: its lease goes with it, its place is freed, and no turn is taken (a
+    turn would keep other workers' answers of the host waiting)."""
+    worker = _frontier(server.url, prefix)
+    worker.push([Item("h", b"%d" % n) for n in range(2)])
+    dropped, answered = _claims(worker, 2)
+    if cancel == "done":
+        assert worker.done([dropped.lease]) == 1
+    else:
+        assert worker.give_back([dropped.lease]) == 1
+    told = worker.finish(answered, status=200, latency=0.001, done=True)
+    assert told is not None and told.kind == "good"
+    assert (worker.counters.conflicts, worker.contention.turns) == (0, 0)
+    assert worker.contention.told_early == 0 and not worker.waiting
+    assert raw.hget(f"{prefix}:h:h", "tw") is None
+    assert raw.exists(f"{prefix}:l:{answered.lease}") == 0
+    leases = {lease.decode() for lease in raw.zrange(f"{prefix}:leases", 0, -1)}
+    assert answered.lease not in leases
+    assert int(raw.hget(f"{prefix}:h:h", "fl") or 0) == 0
+    assert int(raw.hget(f"{prefix}:h:h", "v") or 0) == 1

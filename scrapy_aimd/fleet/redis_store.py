@@ -724,12 +724,31 @@ class FleetFrontier(Generic[T]):
             if self._again is not None:
                 self._again()
         records = reply.records
-        if any(record[0] == b"2" for record in records):
+        if any(record[0] in (b"2", b"3") for record in records):
             for record in records:
                 if record[0] == b"2":  # a host given up on: what its queue held
                     self._drained(record[1], record[2:])
-            records = [record for record in records if record[0] != b"2"]
+                elif record[0] == b"3":  # a host this call's leases cancelled on
+                    self._cancelled_on(record[1], record[2], record[3:])
+            records = [record for record in records if record[0] not in (b"2", b"3")]
         return records
+
+    def _cancelled_on(self, host_bytes: bytes, version: bytes, log: Sequence[bytes]) -> None:
+        """A host's log after the cancels this worker's leases done or given back
+        logged on it (their places had no feedback). Kept when the host's version is
+        the one this worker knows, so that its next answer of the host replays them:
+        else that answer would find entries it never saw and lose its race to this
+        worker's own cancels (a false conflict, a turn taken from the other
+        workers). A newer version is another worker's store: its answer learns it
+        by losing, as ever."""
+        host = host_bytes.decode("utf-8", "surrogateescape")
+        known = self._hosts.get(host)
+        if known is None or known.version != int(float(version)):
+            return
+        self.changes += 1
+        self._hosts[host] = HostData(
+            known.version, known.state, known.tickets, [e.decode() for e in log]
+        )
 
     def _put_back(
         self,

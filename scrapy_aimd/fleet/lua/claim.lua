@@ -35,7 +35,10 @@
 -- granted to this worker, '' for none), the count and the log.
 -- Last, a record for each host given up on (P:gaveup) whose queue the claims
 -- found requests in (an expired lease's, one given back): 2, host, the
--- members drained (drain, common.lua), for this worker to fail.
+-- members drained (drain, common.lua), for this worker to fail. Before the
+-- claims' records, one for each host on which a lease done or given back by
+-- this call logged a cancel (its place had no feedback): 3, host, version, log
+-- entries... (the worker's next answer of the host replays them).
 check_meta()
 local now = server_now()
 local n_push, n_sent = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -102,9 +105,23 @@ for _ = 1, n_feedback do
   end
   i = i + 5
 end
+-- Hosts on which this call's own leases done or given back logged a cancel:
+-- the reply carries their logs, so that the worker's next answer of the host
+-- replays its own cancels (else it would lose its race to itself).
+local cancelled, views = {}, {}
+local function note_cancel(host)
+  if host and not cancelled[host] then
+    cancelled[host] = true
+    views[#views + 1] = host
+  end
+end
 local forgotten = 0
 for _ = 1, n_done do
-  forgotten = forgotten + forget_lease(ARGV[i], now)
+  local f, freed, host = forget_lease(ARGV[i], now)
+  forgotten = forgotten + f
+  if freed == 1 then
+    note_cancel(host)
+  end
   i = i + 1
 end
 if forgotten > 0 then
@@ -112,17 +129,26 @@ if forgotten > 0 then
 end
 local given = 0
 for _ = 1, n_back do
-  if requeue(ARGV[i]) then
+  local queued, host = requeue(ARGV[i])
+  if queued then
     given = given + 1
   end
+  note_cancel(host)
   i = i + 1
 end
--- The reply (see above), with the claims' records.
+for j, host in ipairs(views) do
+  views[j] = add_log({3, host, call('HGET', host_key(host), 'v') or '0'}, host)
+end
+-- The reply (see above), with the logs of hosts cancelled on, then the claims' records.
 local function reply(records)
   local out = {fmt(now), forgotten, given, #pushed}
   extend(out, pushed)
   out[#out + 1] = #results
   extend(out, results)
+  for _, record in ipairs(views) do
+    out[#out + 1] = #record
+    extend(out, record)
+  end
   for _, record in ipairs(records) do
     out[#out + 1] = #record
     extend(out, record)

@@ -193,7 +193,8 @@ local function drop_lease(id, worker)
 end
 
 -- A lease's request back to its host's queue, its place freed; false if the
--- lease is gone (done, or put back already).
+-- lease is gone (done, or put back already). Second: the host, if a cancel was
+-- logged on it (the place had no feedback).
 local function requeue(id)
   local lease = P .. ':l:' .. id
   local l = call('HMGET', lease, 'h', 's', 'm', 'r', 'w')
@@ -207,22 +208,26 @@ local function requeue(id)
     -- A hold (hold.lua): nothing to queue again, its place is freed; the fleet
     -- is idle from now if it was its last lease.
     local now = server_now()
+    local cancelled = nil
     if not l[4] then
       add_in_flight(l[1], -1)
       log_event(l[1], 'c', id, now)
       rescore(l[1])
+      cancelled = l[1]
     end
     note_idle(now)
-    return false
+    return false, cancelled
   end
   call('ZADD', queue_key(l[1]), l[2], l[3])
   call('INCR', P .. ':n')
+  local cancelled = nil
   if not l[4] then
     add_in_flight(l[1], -1)
     log_event(l[1], 'c', id, server_now())
+    cancelled = l[1]
   end
   rescore(l[1])
-  return true
+  return true, cancelled
 end
 
 -- Expired leases back to their hosts' queues.
@@ -364,7 +369,7 @@ end
 
 -- The crawl is done with a request: its lease goes, and its place is freed if
 -- it had no feedback (dropped or cancelled before download). Returns
--- forgotten, freed (0 or 1 each).
+-- forgotten, freed (0 or 1 each), and the lease's host.
 local function forget_lease(id, now)
   local lease = P .. ':l:' .. id
   local l = call('HMGET', lease, 'h', 'r', 'w')
@@ -380,7 +385,7 @@ local function forget_lease(id, now)
   end
   drop_lease(id, l[3])
   rescore(l[1])
-  return 1, freed
+  return 1, freed, l[1]
 end
 
 -- A feedback: the host's new controller state, stored if its version did not
