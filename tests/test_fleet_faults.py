@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,6 @@ from redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
     RedisServer,
-    connect,
     fleet_prefix,
     free_port,
     redis_server,
@@ -33,7 +33,13 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
-raw = pytest.fixture(connect)
+
+
+@pytest.fixture
+def raw(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url)
+    yield client
+    client.close()
 
 
 def worker(url: str, prefix: str, **kwargs: str) -> FleetFrontier[bytes]:
