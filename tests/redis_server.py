@@ -20,6 +20,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
 
 #: The server binary: $REDIS_SERVER if set, else the first redis-server on PATH.
 REDIS_SERVER = shutil.which(os.environ.get("REDIS_SERVER", "") or "redis-server")
@@ -124,6 +128,22 @@ def serve() -> Iterator[RedisServer]:
     """For a pytest fixture: ``server = pytest.fixture(scope="module")(serve)``."""
     with redis_server() as server:
         yield server
+
+
+def serve_url() -> Iterator[str]:
+    """For a pytest fixture: the URL of a server of the test's own, for crawl
+    processes that must not share it (``redis_url = pytest.fixture(serve_url)``)."""
+    with redis_server() as server:
+        yield server.url
+
+
+def connect(server: RedisServer) -> Iterator[redis.Redis]:
+    """For a pytest fixture: a plain client of the module's ``server`` fixture, to
+    read and damage the fleet's keys directly (``raw = pytest.fixture(connect)``)."""
+    import redis
+
+    with redis.Redis.from_url(server.url) as client:
+        yield client
 
 
 _prefixes = itertools.count()

@@ -7,55 +7,36 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from crawling import AIMD, run_crawl
+from local_http import Answer, serve
 
 from sitefarm import HostSpec, start_farm
 
 FORBIDDEN = frozenset({"/p/5.html", "/p/15.html", "/p/25.html"})
 
 
-class ForbiddenPagesHandler(BaseHTTPRequestHandler):
+def forbidden_pages(path: str) -> Answer:
     """A site of 30 pages linked from its root; three of them answer 403."""
-
-    hits: Counter[str] = Counter()
-
-    def do_GET(self) -> None:
-        type(self).hits[self.path] += 1
-        if self.path in FORBIDDEN:
-            body = b"forbidden"
-            self.send_response(403)
-        else:
-            links = "".join(f'<a href="/p/{i}.html">{i}</a>' for i in range(30))
-            body = (links if self.path == "/" else "<p>page</p>").encode()
-            self.send_response(200 if self.path != "/robots.txt" else 404)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    if path in FORBIDDEN:
+        return 403, {"Content-Type": "text/html"}, b"forbidden"
+    links = "".join(f'<a href="/p/{i}.html">{i}</a>' for i in range(30))
+    body = (links if path == "/" else "<p>page</p>").encode()
+    return 200 if path != "/robots.txt" else 404, {"Content-Type": "text/html"}, body
 
 
 def test_a_lone_forbidden_page_is_fetched_once_more_and_never_slows_its_host(
     tmp_path: Path,
 ) -> None:
     events = tmp_path / "events.jsonl"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ForbiddenPagesHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/"
-        result = run_crawl([url], tmp_path / "crawl", {**AIMD, "AIMD_EVENTS_FILE": str(events)})
-    finally:
-        server.shutdown()
-    hits = ForbiddenPagesHandler.hits
+    with serve(forbidden_pages) as site:
+        result = run_crawl(
+            [site.url + "/"], tmp_path / "crawl", {**AIMD, "AIMD_EVENTS_FILE": str(events)}
+        )
+    hits = Counter(site.paths)
     assert all(hits[path] == 2 for path in FORBIDDEN), hits  # once more, then handed on
     assert len(result.items) == 1 + 27
     assert result.stats["aimd/forbidden"] == 3

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from crawling import AIMD, ROOT, CrawlResult, arrival_gaps, run_crawl, start_gaps
-from test_crawl_faults import Answer, serve
+from local_http import Answer, serve
 
 from sitefarm import HostSpec, start_farm
 
@@ -396,15 +396,16 @@ def test_the_cache_keeps_a_redirect_to_a_url_of_the_same_key(tmp_path: Path) -> 
         return 404, {}, b""
 
     cache = {"HTTPCACHE_ENABLED": True, "HTTPCACHE_DIR": str(tmp_path / "cache")}
-    with serve(answer) as (url, paths):
-        first = run_crawl([url + "/"], tmp_path / "first", {**AIMD, **cache})
-        served_first = len(paths)
-        second = run_crawl([url + "/"], tmp_path / "second", {**AIMD, **cache})
-        served_second = len(paths)
-    expected = sorted(url + path for path in ("/", "/shoes/", "/shoes/red", "/shoes/blue"))
+    with serve(answer) as site:
+        first = run_crawl([site.url + "/"], tmp_path / "first", {**AIMD, **cache})
+        served_first = len(site.paths)
+        second = run_crawl([site.url + "/"], tmp_path / "second", {**AIMD, **cache})
+        served_second = len(site.paths)
+    expected = sorted(site.url + path for path in ("/", "/shoes/", "/shoes/red", "/shoes/blue"))
     assert sorted(first.urls) == expected, first.log[-3000:]
     assert sorted(second.urls) == expected, second.log[-3000:]
-    assert sorted(paths[:served_first]) == ["/", "/shoes", "/shoes/", "/shoes/blue", "/shoes/red"]
+    asked_first = sorted(site.paths[:served_first])
+    assert asked_first == ["/", "/shoes", "/shoes/", "/shoes/blue", "/shoes/red"]
     assert served_second == served_first  # the second crawl came from the cache
     header, row = summary_table(second.log)[:2]
     assert row[header.index("requests")] == row[header.index("cached")] == "5"

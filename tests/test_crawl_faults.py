@@ -6,50 +6,17 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from crawling import AIMD, run_crawl
+from local_http import Answer, serve
 
 from scrapy_aimd.dupefilter import SEEN_KEYS_FILENAME
 from sitefarm import HostSpec, start_farm
 
-#: A handler's answer: status, headers (a header may come twice), body.
-Answer = tuple[int, dict[str, str] | list[tuple[str, str]], bytes]
 PAGE: Answer = (200, {"Content-Type": "text/html"}, b"<html><body>page</body></html>")
-
-
-@contextmanager
-def serve(answer: Callable[[str], Answer]) -> Iterator[tuple[str, list[str]]]:
-    """A tiny HTTP server on 127.0.0.1 that answers each path with ``answer(path)``;
-    yields its URL and the paths requested."""
-    paths: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            paths.append(self.path)
-            status, headers, body = answer(self.path)
-            self.send_response(status)
-            pairs = list(headers.items()) if isinstance(headers, dict) else headers
-            for name, value in [("Content-Length", str(len(body))), *pairs]:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", paths
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_request_swapping_middleware_does_not_stall_the_host(tmp_path: Path) -> None:
@@ -184,13 +151,13 @@ def test_robots_txt_in_a_redirect_loop_or_too_far_is_unavailable_allow_all(
     robots = {**AIMD, "ROBOTSTXT_OBEY": True}
     far = HostSpec(name="far", pages=3, robots_mode="redirect", robots_redirect_hops=8)
     far.robots = "User-agent: *\nDisallow: /\n"  # never reached
-    with serve(looping) as (loop_url, paths), start_farm([far], max_seconds=120) as farm:
+    with serve(looping) as site, start_farm([far], max_seconds=120) as farm:
         far_url = farm.urls["far"]
-        urls = [f"{loop_url}/a", f"{far_url}/p/0"]
+        urls = [f"{site.url}/a", f"{far_url}/p/0"]
         result = run_crawl(urls, tmp_path / "crawl", robots, follow=False, timeout=60)
     assert sorted(result.urls) == sorted(urls)  # allowed: no rules were found
     # RFC 9309: five redirects followed, then "unavailable", fetched once, not retried.
-    assert paths.count("/robots.txt") == 6
+    assert site.paths.count("/robots.txt") == 6
     assert "aimd/robots/origins_skipped" not in result.stats
     assert result.stats.get("aimd/robots/redirects_exhausted") == 2
 
@@ -352,12 +319,12 @@ def test_a_gzip_bomb_robots_txt_is_parsed_up_to_500_kib(tmp_path: Path) -> None:
         return PAGE
 
     settings = {**AIMD, "ROBOTSTXT_OBEY": True, "DOWNLOAD_MAXSIZE": 4 * 1024 * 1024}
-    with serve(answer) as (url, paths):
-        urls = [f"{url}/public", f"{url}/private"]
+    with serve(answer) as site:
+        urls = [f"{site.url}/public", f"{site.url}/private"]
         result = run_crawl(urls, tmp_path / "crawl", settings, follow=False, timeout=60)
     assert len(bomb) < 100_000  # 10 MiB inflated
-    assert result.urls == [f"{url}/public"]
-    assert "/private" not in paths
+    assert result.urls == [f"{site.url}/public"]
+    assert "/private" not in site.paths
     assert result.stats.get("aimd/robots/truncated") == 1
     assert result.stats.get("aimd/robots/disallowed") == 1
 
@@ -393,9 +360,9 @@ def test_the_longest_of_several_retry_after_headers_is_honoured(tmp_path: Path) 
             return 429, [("Retry-After", "3"), ("Retry-After", "1")], b""
         return PAGE
 
-    with serve(answer) as (url, _):
-        result = run_crawl([f"{url}/a"], tmp_path / "crawl", AIMD, follow=False, timeout=60)
-    assert result.urls == [f"{url}/a"]
+    with serve(answer) as site:
+        result = run_crawl([f"{site.url}/a"], tmp_path / "crawl", AIMD, follow=False, timeout=60)
+    assert result.urls == [f"{site.url}/a"]
     assert len(arrivals) == 2
     assert arrivals[1] - arrivals[0] >= 2.9  # the 3 s one, not the last one
 
@@ -458,21 +425,21 @@ def test_a_host_that_never_answered_well_is_left_to_retry_middleware(
     well is a plain failure, as in stock Scrapy: RETRY_TIMES retries, "Gave up
     retrying", the errback; not a dozen throttled attempts at growing gaps."""
     settings = {**AIMD, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 2}
-    with serve(refusing(kind, answered_well=False, refusals=1000)) as (url, paths):
+    with serve(refusing(kind, answered_well=False, refusals=1000)) as site:
         began = time.monotonic()
         result = run_crawl(
-            [f"{url}/p/1"],
+            [f"{site.url}/p/1"],
             tmp_path / "crawl",
             settings,
             spider="components.ErrbackSpider",
             timeout=60,
         )
         took = time.monotonic() - began
-    assert paths.count("/p/1") == 3  # the first attempt and RETRY_TIMES retries
+    assert site.paths.count("/p/1") == 3  # the first attempt and RETRY_TIMES retries
     assert result.stats.get("retry/count") == 2
     assert result.log.count("Gave up retrying") == 1
     error = "HttpError" if kind == "503" else "DownloadTimeoutError"
-    assert result.items == [{"url": f"{url}/p/1", "error": error}]
+    assert result.items == [{"url": f"{site.url}/p/1", "error": error}]
     assert "aimd/requeued" not in result.stats
     # The controller learnt from each answer all the same.
     assert result.stats.get(f"aimd/throttle/{kind}") == 3
@@ -496,11 +463,11 @@ def test_a_refusal_is_queued_again_and_the_page_fetched(
     page is queued again past RETRY_TIMES (3 refusals, where stock gives up after
     2 retries). A 429 or a Retry-After always is."""
     settings = {**AIMD, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 2}
-    with serve(refusing(kind, answered_well=answered_well, refusals=3)) as (url, paths):
-        start = f"{url}/p/0" if answered_well else f"{url}/p/1"
+    with serve(refusing(kind, answered_well=answered_well, refusals=3)) as site:
+        start = f"{site.url}/p/0" if answered_well else f"{site.url}/p/1"
         result = run_crawl([start], tmp_path / "crawl", settings, timeout=90)
-    assert f"{url}/p/1" in result.urls
-    assert paths.count("/p/1") == 4
+    assert f"{site.url}/p/1" in result.urls
+    assert site.paths.count("/p/1") == 4
     reason = "timeout" if kind == "timeout" else kind.split()[0]
     assert result.stats.get(f"aimd/requeued/{reason}") == 3
     assert "retry/count" not in result.stats
@@ -526,14 +493,14 @@ def test_a_host_that_refuses_every_page_with_no_pause_is_not_hammered(
             return 404, {}, b""
         return 429, {"Retry-After": retry_after}, b""
 
-    with serve(answer) as (url, paths):
+    with serve(answer) as site:
         result = run_crawl(
-            [f"{url}/p{i}" for i in range(10)],
+            [f"{site.url}/p{i}" for i in range(10)],
             tmp_path / "crawl",
             {**AIMD, "CLOSESPIDER_TIMEOUT": 6, "RETRY_TIMES": 0},
             timeout=60,
         )
-    pages = [p for p in paths if p != "/robots.txt"]
+    pages = [p for p in site.paths if p != "/robots.txt"]
     assert result.stats.get("finish_reason") == "closespider_timeout", result.log[-2000:]
     assert 1 <= len(pages) <= 8, pages
     assert not result.stats.get("aimd/requeue/gave_up"), result.stats
@@ -559,15 +526,15 @@ def test_a_host_closed_for_a_while_is_crawled_at_its_pace_once_it_opens(tmp_path
             served.append(now)
         return PAGE
 
-    with serve(answer) as (url, paths):
+    with serve(answer) as site:
         result = run_crawl(
-            [f"{url}/p{i}" for i in range(20)],
+            [f"{site.url}/p{i}" for i in range(20)],
             tmp_path / "crawl",
             {**AIMD, "CLOSESPIDER_TIMEOUT": 60},
             timeout=120,
         )
     assert result.stats.get("finish_reason") == "finished", result.log[-2000:]
-    pages = {p for p in paths if p != "/robots.txt"}
+    pages = {p for p in site.paths if p != "/robots.txt"}
     assert len(pages) == 20 and len(served) == 20, (pages, served)
     # Once open: the first page within a quarter of the closed time and a pause, the
     # other 19 within a few seconds more (generous: a loaded machine).

@@ -9,15 +9,15 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from crawling import AIMD, CrawlResult, run_crawl
+from local_http import Answer, serve
+
+HTML = {"Content-Type": "text/html"}
 
 
 @dataclass
@@ -45,9 +45,9 @@ class Site:
     requests: int = 0
     blocked_until: float = 0.0
 
-    def answer(self, path: str) -> tuple[int, bytes]:
+    def answer(self, path: str) -> Answer:
         if path == "/robots.txt":
-            return 404, b""
+            return 404, HTML, b""
         with self.lock:
             now = time.monotonic()
             self.requests += 1
@@ -65,9 +65,9 @@ class Site:
             self.log.append((path, status))
             latency = 0.5 if self.requests == self.slow else self.latency
         if status == 403:
-            return status, b"forbidden"
+            return status, HTML, b"forbidden"
         time.sleep(latency)
-        return status, self.body(path).encode()
+        return status, HTML, self.body(path).encode()
 
     def body(self, path: str) -> str:
         if path == "/":
@@ -88,34 +88,11 @@ def page(i: int) -> str:
     return f"/p/{i}.html"
 
 
-@contextmanager
-def serving(site: Site) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            status, body = site.answer(self.path)
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def crawl(site: Site, out: Path, **settings: Any) -> CrawlResult:
     # 403s reach the spider's callback, so that the items say what was handed on.
     config = {**AIMD, "HTTPERROR_ALLOWED_CODES": [403], **settings}
-    with serving(site) as url:
-        return run_crawl([url], out, config)
+    with serve(site.answer) as local:
+        return run_crawl([local.url + "/"], out, config)
 
 
 def handed_on(result: CrawlResult) -> Counter[str]:
@@ -185,9 +162,9 @@ def test_a_page_marked_by_another_process_is_tried_once_more_here(tmp_path: Path
     from its JOBDIR, fetches such a page twice itself before handing it on."""
     forbidden = frozenset({5, 15})
     site = Site(pages=30, forbidden=forbidden)
-    with serving(site) as url:
+    with serve(site.answer) as local:
         result = run_crawl(
-            [url],
+            [local.url + "/"],
             tmp_path / "crawl",
             {**AIMD, "HTTPERROR_ALLOWED_CODES": [403]},
             spider="components.MarkedElsewhereSpider",

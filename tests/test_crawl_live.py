@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from crawling import AIMD, run_crawl
+from local_http import Answer, serve
 
 from sitefarm import HostSpec, start_farm
 
@@ -77,16 +75,9 @@ def test_the_live_line_and_the_summary_name_the_hosts_that_hold_the_crawl_back(
     assert "best ms: the host's latency baseline" in table[4]
 
 
-class OddStatusHandler(BaseHTTPRequestHandler):
+def odd_status(path: str) -> Answer:
     """Answers /<status> with that status, as some sites send 999 or 600."""
-
-    def do_GET(self) -> None:
-        self.send_response(int(self.path.strip("/")))
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    return int(path.strip("/")), {}, b""
 
 
 def summary_rows(log: str) -> dict[str, dict[str, str]]:
@@ -107,10 +98,8 @@ def test_every_answer_is_in_a_column_and_a_pause_ends_with_the_crawl(tmp_path: P
     Retry-After longer than the rest of the crawl counts only up to the crawl's
     end; data: requests are listed as ``data:``."""
     events = tmp_path / "events.jsonl"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), OddStatusHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    odd = f"127.0.0.1:{server.server_address[1]}"
-    try:
+    with serve(odd_status) as odd_site:
+        odd = urlsplit(odd_site.url).netloc
         specs = [HostSpec(name="paused", pages=3, pause_first=60.0, pause_retry_after=60)]
         with start_farm(specs, max_seconds=120) as farm:
             paused = urlsplit(farm.urls["paused"]).netloc
@@ -123,8 +112,6 @@ def test_every_answer_is_in_a_column_and_a_pause_ends_with_the_crawl(tmp_path: P
                 tmp_path / "crawl",
                 {**AIMD, "CLOSESPIDER_TIMEOUT": 3, "AIMD_EVENTS_FILE": str(events)},
             )
-    finally:
-        server.shutdown()
     rows = summary_rows(result.log)
     counted = ("2xx", "3xx", "4xx", "429", "5xx", "503", "cached", "errors", "other")
     for host, row in rows.items():

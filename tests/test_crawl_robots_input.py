@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import brotli
+import local_http
 import pytest
 
 try:
@@ -28,6 +27,7 @@ try:
 except ImportError:
     from backports import zstd
 from crawling import AIMD, CrawlResult, run_crawl
+from local_http import Answer
 from scrapy.resolver import CachingThreadedResolver
 from scrapy.settings import default_settings
 
@@ -58,9 +58,6 @@ def endless() -> Iterator[bytes]:
         yield chunk
 
 
-#: What a server answers: status, headers, a body (bytes, or chunks streamed
-#: without a Content-Length).
-Answer = tuple[int, list[tuple[str, str]], bytes | Callable[[], Iterable[bytes]]]
 PAGE: Answer = (200, [("Content-Type", "text/html")], b"<html><body>page</body></html>")
 
 
@@ -97,35 +94,9 @@ class Site:
 
 @contextmanager
 def serve(site: Site) -> Iterator[Site]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            site.asked.append((self.path, self.headers.get("Host", "")))
-            status, headers, body = site.answer(self.path)
-            self.send_response(status)
-            for name, value in headers:
-                self.send_header(name, value)
-            if isinstance(body, bytes):
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                for chunk in [body] if isinstance(body, bytes) else body():
-                    self.wfile.write(chunk)
-            except OSError:
-                pass  # the crawler stopped reading
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    site.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with local_http.serve(site.answer) as local:
+        site.url, site.asked = local.url, local.asked
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def bomb() -> bytes:

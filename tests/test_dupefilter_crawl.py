@@ -22,6 +22,7 @@ import pytest
 from crawling import AIMD as ADDON
 from crawling import run_crawl
 from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
+from local_http import running
 from redis_server import REDIS_SERVER, SKIP_REASON, redis_server
 
 from scrapy_aimd.dupefilter import AimdDupeFilter
@@ -125,11 +126,8 @@ def bind_site() -> Site:
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
     server = bind_site()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with running(server):
+        yield server
 
 
 SPIDER = textwrap.dedent(
@@ -317,13 +315,8 @@ SMALL_SITE = {"/": ["/x", "/x", "/x#y"], "/x": []}
 @pytest.fixture(scope="module")
 def link_sites() -> Iterator[tuple[LinkSite, LinkSite]]:
     sites = (LinkSite(("127.0.0.85", 0), TRACKING_SITE), LinkSite(("127.0.0.86", 0), SMALL_SITE))
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in sites]
-    for thread in threads:
-        thread.start()
-    yield sites
-    for site in sites:
-        site.shutdown()
-        site.server_close()
+    with running(sites[0]), running(sites[1]):
+        yield sites
 
 
 def test_a_crawl_counts_its_duplicates_by_kind_and_host(

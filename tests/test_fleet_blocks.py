@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer
+from redis_server import REDIS_SERVER, SKIP_REASON, serve_url
 
 from sitefarm import HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
+
+redis_url = pytest.fixture(serve_url)
 
 #: Workers in each fleet.
 WORKERS = 3
@@ -38,15 +39,6 @@ PROBE_SILENCE = 0.6
 #: finds the host unblocked, which may come after another worker's probe ended it
 #: (up to 3.2 s after, in 4 runs; exact when its own probe ended the block).
 BLOCK_SECONDS_MARGIN = 4.0
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
 
 
 def crawl(spec: HostSpec, tmp_path: Path, redis_url: str) -> tuple[list[Worker], list[Any]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 from fleetcrawl import FLEET, assert_finished, start_worker, urls_of, wait_for
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, connect, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, Reaction
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, FleetStoreError, Item, redis_store
@@ -31,19 +30,13 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
+raw = pytest.fixture(connect)
 
 #: Fast hosts that take 8 at a time: every claim a round trip can take 8 of one.
 FIXED = ControllerConfig(min_delay=0.0, adaptive=False, max_concurrency=8)
 #: Seconds a worker of the load test may run at most (it ends when the fleet has
 #: nothing left, within a few seconds on an idle machine).
 WORKER_DEADLINE = 90.0
-
-
-@pytest.fixture
-def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
 
 
 def _frontier(url: str, prefix: str, cfg: ControllerConfig = FIXED) -> FleetFrontier[bytes]:

@@ -12,7 +12,6 @@ import datetime
 import re
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,21 +19,14 @@ from urllib.parse import urlsplit
 import pytest
 from crawling import arrival_gaps
 from fleetcrawl import FLEET, Worker, assert_finished, start_worker, urls_of, wait_for
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, free_port
+from redis_server import REDIS_SERVER, SKIP_REASON, free_port, redis_server, serve_url
 from slow_link import SlowLink
 
 from sitefarm import FarmProcess, HostSpec, start_farm, summarize
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
+redis_url = pytest.fixture(serve_url)
 
 
 def page_records(log: list[dict[str, Any]], host: str | None = None) -> list[dict[str, Any]]:
@@ -349,16 +341,12 @@ def test_redis_unreachable_at_startup_names_the_setting(tmp_path: Path) -> None:
 
 
 def test_redis_lost_mid_crawl_stops_the_worker_cleanly(tmp_path: Path) -> None:
-    server = RedisServer().start()
     specs = [HostSpec(name="h", pages=200, latency=0.2)]
-    try:
-        with start_farm(specs, max_seconds=120) as farm:
-            fleet = workers(farm, tmp_path, server.url, 1, {})
-            wait_for_requests(farm, 5)
-            server.stop()
-            wait_for(fleet, 60)
-    finally:
-        server.close()
+    with redis_server() as server, start_farm(specs, max_seconds=120) as farm:
+        fleet = workers(farm, tmp_path, server.url, 1, {})
+        wait_for_requests(farm, 5)
+        server.stop()
+        wait_for(fleet, 60)
     worker = fleet[0]
     assert worker.code == 0, worker.stderr[-3000:]
     assert worker.stats().get("finish_reason") == "aimd_redis_lost"
@@ -372,20 +360,19 @@ def test_a_redis_lost_and_back_loses_no_request(tmp_path: Path) -> None:
     request the worker held, leased: their leases expire, and a worker started on
     it fetches them and the rest. Every page once, but for what the first worker
     had in flight."""
-    server = RedisServer("--appendonly", "yes", "--appendfsync", "always").start()
     specs = [HostSpec(name="h", pages=60, latency=0.2)]
-    try:
-        with start_farm(specs, max_seconds=120) as farm:
-            first = workers(farm, tmp_path / "first", server.url, 1, {})
-            wait_for_requests(farm, 15)
-            server.kill()
-            wait_for(first, 60)
-            server.start()  # the same port and directory: its append-only file
-            second = workers(farm, tmp_path / "second", server.url, 1, {})
-            wait_for(second, 90)
-            log = farm.read_log()
-    finally:
-        server.close()
+    with (
+        redis_server("--appendonly", "yes", "--appendfsync", "always") as server,
+        start_farm(specs, max_seconds=120) as farm,
+    ):
+        first = workers(farm, tmp_path / "first", server.url, 1, {})
+        wait_for_requests(farm, 15)
+        server.kill()
+        wait_for(first, 60)
+        server.start()  # the same port and directory: its append-only file
+        second = workers(farm, tmp_path / "second", server.url, 1, {})
+        wait_for(second, 90)
+        log = farm.read_log()
     assert first[0].stats().get("finish_reason") == "aimd_redis_lost"
     assert_finished(second)
     summary = summarize(log, specs)["h"]

@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
     RedisServer,
+    connect,
     fleet_prefix,
     free_port,
     redis_server,
@@ -33,13 +33,7 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
-
-
-@pytest.fixture
-def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
+raw = pytest.fixture(connect)
 
 
 def worker(url: str, prefix: str, **kwargs: str) -> FleetFrontier[bytes]:

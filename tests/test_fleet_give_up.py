@@ -17,7 +17,15 @@ import redis
 from fleet_probe import claim_one, host_view
 from fleet_schedulers import Workers, fleet_schedulers, in_a_loop
 from fleetcrawl import FLEET, assert_finished, start_worker, wait_for
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from redis_server import (
+    REDIS_SERVER,
+    SKIP_REASON,
+    RedisServer,
+    connect,
+    fleet_prefix,
+    serve,
+    serve_url,
+)
 from scrapy import Request
 
 from scrapy_aimd import give_up
@@ -31,15 +39,10 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
+raw = pytest.fixture(connect)
+redis_url = pytest.fixture(serve_url)
 
 FAST = ControllerConfig(min_delay=0.0, max_concurrency=4)
-
-
-@pytest.fixture
-def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -205,15 +208,6 @@ def test_a_budget_of_zero_never_gives_up_in_a_fleet(
 
 
 # -- a real crawl ------------------------------------------------------------------------
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    own = RedisServer().start()
-    try:
-        yield own.url
-    finally:
-        own.close()
 
 
 def test_two_workers_give_up_on_a_host_that_only_refuses_and_crawl_the_rest(

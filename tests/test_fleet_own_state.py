@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from fleet_probe import claim_one, host_view
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, connect, fleet_prefix, serve
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
 from scrapy_aimd.fleet import Claim, Fleet, FleetFrontier, Item
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
+raw = pytest.fixture(connect)
 
 CFG = ControllerConfig(min_delay=0.0, max_delay=0.3, max_concurrency=4)
 Frontiers = Callable[..., FleetFrontier[bytes]]
@@ -41,13 +42,6 @@ def frontier(server: RedisServer, prefix: str) -> Iterator[Frontiers]:
     yield make
     for fleet in made:
         fleet.close()
-
-
-@pytest.fixture
-def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
 
 
 def claim(worker: FleetFrontier[bytes]) -> Claim[bytes]:

@@ -19,7 +19,7 @@ import redis
 from fleet_probe import claim_one, host_view, report_sent
 from hypothesis import given
 from hypothesis import strategies as st
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, fleet_prefix, serve
+from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, connect, fleet_prefix, serve
 from test_controller import mixed_host_at
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController, Ticket
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
 server = pytest.fixture(scope="module")(serve)
 prefix = pytest.fixture(fleet_prefix)
+raw = pytest.fixture(connect)
 
 FAST = ControllerConfig(min_delay=0.0, max_concurrency=4)
 Frontiers = Callable[..., FleetFrontier[bytes]]
@@ -1116,13 +1117,6 @@ ORIGIN = "http://h"
 #: A host with room for several at once: only the robots lock can make a hold wait.
 ROOMY = ControllerConfig(min_delay=0.0, max_concurrency=4, adaptive=False)
 RULES = b"User-agent: *\nDisallow: /x\n"
-
-
-@pytest.fixture
-def raw(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
 
 
 def shared(worker: FleetFrontier[bytes]) -> FleetRobots:

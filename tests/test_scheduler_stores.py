@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from crawling import AIMD, CrawlResult, arrival_gaps, run_crawl
-from redis_server import REDIS_SERVER, SKIP_REASON, RedisServer
+from redis_server import REDIS_SERVER, SKIP_REASON, serve_url
 
 from sitefarm import HostSpec, start_farm, summarize
 
@@ -28,12 +28,8 @@ STORES = ["memory", "sqlite", "redis"]
 def redis_url() -> Iterator[str | None]:
     if REDIS_SERVER is None:
         yield None
-        return
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.close()
+    else:
+        yield from serve_url()
 
 
 @pytest.fixture(params=STORES)

@@ -110,6 +110,13 @@ TEST_REQUIREMENTS = [
     "sybil>=1.3.0",
     "pytest-twisted>=1.14.3",
     "pytest-asyncio",  # for --reactor none only, as in Scrapy's no-reactor tox env
+    # Scrapy 2.19.0's own tests do not pass with w3lib 2.6: its TextResponse calls
+    # html_to_unicode() with arguments that w3lib 2.6 deprecates (an error under
+    # Scrapy's filterwarnings = error), and 2.6 adds a "/" to a bare host in URLs
+    # that three tests compare. 47 tests then fail in the stock run too,
+    # which hides whatever the add-on does to them. Lift this with a Scrapy that
+    # passes its tests with w3lib 2.6.
+    "w3lib<2.6",
 ]
 
 FAILED = ("failed", "error")
