@@ -19,7 +19,7 @@ from scrapy_aimd.core.controller import (
     Ticket,
 )
 from scrapy_aimd.core.controller import answer as answers
-from scrapy_aimd.core.controller.policy import GROWTH, MARGIN, OUTAGE_SHARE
+from scrapy_aimd.core.controller.policy import DEFAULT_SPACING, GROWTH, MARGIN, OUTAGE_SHARE
 
 FAST = 0.05  # a fetch latency well under the 0.25 s of fast_latency
 
@@ -261,11 +261,27 @@ def refused_run(host: HostController, now: float, accepted: int, spacing: float)
     return now + 0.01
 
 
-def test_a_429_backs_off_from_the_pace_the_host_took() -> None:
+def test_a_429_in_startup_backs_off_from_a_second() -> None:
+    """Nothing but the answers paced startup: a limit is stated per second or per
+    minute, and doubling from a burst's spacing spends a refusal per step."""
     host = make(adaptive=False, max_concurrency=1)
     now = refused_run(host, 0.0, 10, 0.1)
     assert host.phase(now) == "backing_off"
-    assert host.delay == pytest.approx(0.1, rel=0.2)
+    assert host.delay == pytest.approx(DEFAULT_SPACING)
+
+
+def test_a_429_in_steady_backs_off_from_the_pace_the_host_took() -> None:
+    host = make(adaptive=False, max_concurrency=1)
+    now = refused_run(host, 0.0, 10, 0.1)
+    for _ in range(40):  # the cycle ends: steady at a pace
+        now = max(now, host.ready_at(now))
+        host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+        now += 0.01
+    assert host.phase(now) == "steady"
+    pace = host.delay
+    now = refused_run(host, now, 10, 0.0)
+    assert host.phase(now) == "backing_off"
+    assert host.delay == pytest.approx(pace, rel=0.2)
 
 
 def test_429s_in_a_row_double_the_gap() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_aimd.core.controller import ControllerConfig, HostController
-from scrapy_aimd.core.controller.policy import AGAIN_RUN, BLOCK_RUN, GROWTH
+from scrapy_aimd.core.controller.policy import AGAIN_RUN, BLOCK_RUN, BLOCK_WAIT, GROWTH
 from scrapy_aimd.core.rate_limit_headers import RESOLUTION, Quota
 
 FAST = 0.05
@@ -102,8 +102,29 @@ def test_a_run_of_403s_after_pages_is_a_block() -> None:
     now = block(host, 0.0)
     assert host.phase(now) == "blocked"
     assert host.concurrency == 1
-    assert host.paused_until >= now + 1.0 - FAST  # no request for a backoff
+    assert host.paused_until == pytest.approx(now + BLOCK_WAIT)  # no request for a wait
     assert host.ready_at(now) > now
+
+
+def test_an_open_run_of_block_statuses_keeps_its_slots_until_a_page_answers() -> None:
+    """A 403 may be a block's first: what is sent in its place would only renew
+    the block. Each block status of an open run keeps its slot; a page sent after
+    the run began frees them all."""
+    host = make(adaptive=False, max_concurrency=8)
+    now = serve(host, 0.0, 5)
+    early = [host.start(now) for _ in range(8)]
+    assert host.ready_at(now) == float("inf")
+    now += FAST
+    for answered, ticket in enumerate(early[: BLOCK_RUN - 1], 1):
+        host.finish(ticket, now, status=403, latency=FAST)
+        assert host.concurrency == 8 - answered
+        assert host.ready_at(now) == float("inf")  # nothing sent in its place
+    host.finish(early[BLOCK_RUN - 1], now, status=200, latency=FAST)  # sent before the run
+    assert host.concurrency == 8 - (BLOCK_RUN - 1) and host.ready_at(now) <= now
+    later = host.start(now)
+    host.finish(later, now + FAST, status=200, latency=FAST)  # sent after: no block
+    assert host.concurrency == 8 and host.ready_at(now + FAST) <= now + FAST
+    assert host.phase(now + FAST) != "blocked"
 
 
 def test_the_probe_still_blocked_doubles_the_wait_up_to_max_delay() -> None:
@@ -117,7 +138,7 @@ def test_the_probe_still_blocked_doubles_the_wait_up_to_max_delay() -> None:
         now += FAST
         reaction = host.finish(probe, now, status=403, latency=FAST)
         assert reaction.kind == "block" and reaction.refused and reaction.decreased
-        waits.append(host.paused_until - now)
+        waits.append(round(host.paused_until - now, 9))
     assert waits[1] == pytest.approx(GROWTH * waits[0])
     assert waits == sorted(waits) and max(waits) == pytest.approx(20.0)
 
@@ -134,7 +155,7 @@ def test_requests_in_flight_when_blocked_are_refused_without_another_doubling() 
     assert [r.kind for r in reactions[:BLOCK_RUN]].count("block") == 1
     assert all(r.refused for r in reactions)  # every one is queued again
     assert sum(r.decreased for r in reactions) == 1
-    assert host.paused_until == pytest.approx(now + 1.0)
+    assert host.paused_until == pytest.approx(now + BLOCK_WAIT)
 
 
 def test_after_the_block_the_host_is_paced_below_the_rate_that_brought_it_on() -> None:
@@ -157,7 +178,7 @@ def test_a_later_block_starts_from_the_wait_that_ended_the_last() -> None:
     block's did end, not a doubling short of it (each probe may renew a block)."""
     host = make()
     now = block(host, 0.0)
-    for _ in range(3):  # 1, 2, 4, then 8 s
+    for _ in range(3):  # BLOCK_WAIT, then twice, four and eight times it
         now = host.ready_at(now)
         host.finish(host.start(now), now + FAST, status=403, latency=FAST)
         now += FAST

@@ -81,7 +81,7 @@ class HostController:
     @property
     def concurrency(self) -> int:
         """The current limit of requests in flight."""
-        return self._s.limit
+        return _policy.gate_limit(self._s)
 
     @property
     def in_flight(self) -> int:
@@ -94,7 +94,7 @@ class HostController:
 
     @property
     def limits(self) -> Limits:
-        return Limits(self.delay, self._s.limit, self._s.pause)
+        return Limits(self.delay, _policy.gate_limit(self._s), self._s.pause)
 
     @property
     def told_gap(self) -> float:
@@ -115,7 +115,7 @@ class HostController:
     @property
     def floor(self) -> float:
         """The narrowest gap allowed: ``max(min_delay, Crawl-delay)``."""
-        return _policy.floor(self._s, self.cfg.min_delay)
+        return self._s.floor(self.cfg.min_delay)
 
     def phase(self, now: float) -> str:
         """The policy's phase, or ``paused`` while a Retry-After or a spent quota holds the host."""
@@ -150,11 +150,10 @@ class HostController:
         headers: Mapping[str, str] | None = None,
         quota: Quota | None = None,
     ) -> Reaction:
-        """A response came back. ``latency`` is the fetch time (default: since
-        start); ``retry_after`` the parsed header in seconds. ``page`` is False
-        for what is not one of the host's pages (robots.txt). ``quota`` is what
-        the response told of the host's quota (``headers`` are not read here:
-        the caller reads them with the clock they need)."""
+        """A response came back. ``latency`` is the fetch time (default: since start);
+        ``retry_after`` the parsed header in seconds; ``page`` False for robots.txt;
+        ``quota`` what the response told of the host's quota (``headers`` are not
+        read here: the caller reads them with the clock they need)."""
         if ticket.serial not in self._s.in_flight:
             return _IGNORED
         if latency is None or not math.isfinite(latency) or latency < 0:
@@ -194,7 +193,7 @@ class HostController:
         if seconds is not None and (not math.isfinite(seconds) or seconds < 0):
             raise ValueError(f"crawl delay {seconds!r}: expected a finite number >= 0")
         self._s.crawl_delay = seconds or 0.0
-        _policy.set_gap(self._s, self._s.gap, self.cfg.min_delay, self.cfg.max_delay)
+        self._s.set_gap(self._s.gap, self.cfg.min_delay, self.cfg.max_delay)
 
     # -- a resumed crawl ---------------------------------------------------------------
 
@@ -213,7 +212,7 @@ class HostController:
         if not in_flight:
             s.in_flight.clear()
         s.limit = min(s.limit, cfg.max_concurrency) if cfg.adaptive else cfg.max_concurrency
-        _policy.set_gap(s, s.gap, cfg.min_delay, cfg.max_delay)
+        s.set_gap(s.gap, cfg.min_delay, cfg.max_delay)
         _skip_serials_past(max([s.last_serial, *s.in_flight]))
         return cls(cfg, s)
 

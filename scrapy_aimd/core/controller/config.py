@@ -59,12 +59,8 @@ INT_MINIMUMS: Final[Mapping[str, int]] = {"max_concurrency": 1}
 
 
 def _check(name: str, value: Any, ok: Any, expected: str) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or not ok(value)
-    ):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and ok(value)):
         raise ValueError(f"{name}={value!r}: expected {expected}")
 
 

@@ -9,16 +9,17 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
     speed adds one to the limit; the gap halves its distance to the spacing
     last refused per stretch, then narrows by ``MARGIN`` per probe period.
 ``backing_off``
-    Refused where the gap set the pace: each refusal doubles the gap (an overload's
-    within a quarter of their age); the first accepted request ends the cycle at
-    the rate the host accepted over it.
+    Refused where the gap set the pace: each refusal doubles the gap (from a second
+    out of startup; an overload's within a quarter of their age); the first
+    accepted request ends the cycle at the rate the host accepted over it.
 ``outage``
     Overloads at four times the spacing taken before: down; an accepted request restores it.
 ``blocked``
     ``BLOCK_RUN`` block statuses in a row after pages (``AGAIN_RUN`` once it has
-    blocked): no start for a wait (the last block's), then one probe at a time,
-    the wait doubling while it is still blocked (every hit may renew a block);
-    the first accepted probe ends the cycle as ``backing_off`` does.
+    blocked): no start for a wait (the last block's, or ``BLOCK_WAIT``), then one
+    probe at a time, the wait doubling while it is still blocked (every hit may
+    renew a block); the first accepted probe ends the cycle as ``backing_off`` does.
+    While a run is open, each of its statuses keeps its slot (:func:`gate_limit`).
 
 A refusal where the limit set the pace halves the limit instead; at most one
 decrease per round. A pause (Retry-After, a spent quota) holds every start; a told
@@ -51,27 +52,22 @@ LONE_AFTER = 50
 """A 503 or timeout this many answers after the last refusal is lone (not acted on):
 below 2 %, backing off costs more than it saves. So is a probe: one per 50 answers."""
 DEFAULT_SPACING = 1.0
-"""The gap after a refusal with no spacing measured: the classic one request a second."""
+"""The gap after a refusal in startup or with no spacing measured: one request a second."""
 BLOCK_RUN = 4
 """Block statuses in a row that are a block: with a fifth of the links forbidden, 1 in 625."""
 AGAIN_RUN = 2
 """... from a host that blocked before: 1 in 25, where each status of a run may renew a block."""
-SNAP = 0.001
-"""A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
+BLOCK_WAIT = 4.0
+"""A block's first wait: blocks last seconds, and a probe inside one renews or counts it."""
 JITTER = 1.25
 """A median page within this factor of the unloaded one is no queue (+-10 %: 1.1 / 0.9)."""
 CUT_HELD = 0.9
 """A cut for a queue that took no tenth off the pages' median is undone: not the crawl's."""
 
 
-def floor(s: HostState, min_delay: float) -> float:
-    return max(min_delay, s.crawl_delay)
-
-
-def set_gap(s: HostState, gap: float, min_delay: float, max_delay: float) -> None:
-    low = floor(s, min_delay)
-    gap = max(low, min(max(max_delay, low), gap))
-    s.gap = low if gap - low < SNAP else gap
+def gate_limit(s: HostState) -> int:
+    """The gate's limit: a block status of an open run keeps its slot until a page answers."""
+    return max(1, s.limit - s.run)
 
 
 def on_start(s: HostState, now: float, serial: int) -> None:
@@ -127,7 +123,7 @@ def _refused(
     s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
     s.rate.refuse(now)
     s.round, s.outage.refusals, s.probes = s.round + 1, s.outage.refusals + 1, 0
-    limit_bound = answer.kind == "overload" or s.gap <= floor(s, r.min_delay)
+    limit_bound = answer.kind == "overload" or s.gap <= s.floor(r.min_delay)
     s.halved = r.adaptive and s.limit > 1 and not answer.counted and limit_bound
     if s.halved:
         again = s.over and s.limit >= s.over  # refused there before: back to the one served
@@ -150,7 +146,7 @@ def _block(
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
         s.rate.refuse(now)
         s.hold = max(0.0, spacing) if s.phase in ("startup", "steady") else s.hold
-        s.phase, s.wait, s.probes = "blocked", max(DEFAULT_SPACING, s.wait), 0
+        s.phase, s.wait, s.probes = "blocked", max(BLOCK_WAIT, s.wait), 0
         _set_limit(s, 1, now)
     elif ticket.round == s.round:
         s.wait *= GROWTH
@@ -173,17 +169,18 @@ def told(s: HostState, now: float, quota: Quota) -> float | None:
 def _widen_gap(
     s: HostState, r: ControllerConfig, now: float, refused: float, *, overload: bool
 ) -> None:
-    """Backing off: from the pace the host took, double the gap per refusal (an
-    overload's within a quarter of the refusals' age). ``refused``: the refused spacing."""
+    """Backing off: from the pace the host took (out of startup, a second at least), double
+    the gap per refusal (an overload's within a quarter of the refusals' age)."""
     if s.phase in ("startup", "steady"):
-        spacing = s.outage.spacing or (s.gap if s.gap > 0 else DEFAULT_SPACING)
+        spacing = s.outage.spacing or s.gap or DEFAULT_SPACING
+        low = DEFAULT_SPACING if s.phase == "startup" else 0.0  # only the answers paced it
+        gap = max(s.gap, spacing, low)
         s.hold = max(0.0, refused)
-        gap = max(s.gap, spacing)
         s.phase = "backing_off"
     else:
         age = now - (s.outage.since if s.outage.since is not None else now)
         gap = max(s.gap, min(GROWTH * s.gap, OUTAGE_SHARE * age if overload else math.inf))
-    set_gap(s, gap, r.min_delay, r.max_delay)
+    s.set_gap(gap, r.min_delay, r.max_delay)
     if overload and s.outage.proven(s.gap, OUTAGE_PROOF):
         s.phase = "outage"
 
@@ -201,20 +198,20 @@ def _accepted(s: HostState, r: ControllerConfig, ticket: Ticket, now: float) -> 
     if s.phase == "outage":
         most = min(s.outage.limit, r.max_concurrency) if r.adaptive else r.max_concurrency
         _set_limit(s, most, now)
-        set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
+        s.set_gap(s.outage.gap, r.min_delay, r.max_delay)
         s.phase = s.outage.phase if s.outage.phase != "backing_off" else "steady"
     elif s.phase == "backing_off" and s.taken > s.outage.gap:
         # Refused a step below a gap it took for a stretch: back to it (bisection).
-        set_gap(s, s.taken, r.min_delay, r.max_delay)
+        s.set_gap(s.taken, r.min_delay, r.max_delay)
         s.phase = "steady"
     elif s.phase == "backing_off" and rate is not None:
         # The cycle's rate bounds the host's from below: go at it, and close on the
         # spacing refused from there (a window's next refusal confirms it).
-        set_gap(s, (1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
+        s.set_gap((1.0 + MARGIN) / rate, r.min_delay, r.max_delay)
         s.phase = "steady"
     elif s.phase == "backing_off":  # nothing accepted before: nothing measured; a
         if s.outage.refusals > 1:  # closure's gap from before comes back, a pace's not
-            set_gap(s, s.outage.gap, r.min_delay, r.max_delay)
+            s.set_gap(s.outage.gap, r.min_delay, r.max_delay)
         s.phase = "startup"
     # Refused at a gap it took (a window, a burst): the cycle's rate, LONE_AFTER answers.
     void = s.taken and s.taken <= s.outage.gap and s.phase == "steady"
@@ -240,21 +237,21 @@ def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
     """Startup halves the gap's excess per good answer; steady per stretch, then
     by ``MARGIN`` per probe period, never ``MARGIN`` close to the spacing last
     refused until it is forgotten (50 of the host's waits, or 100 answers)."""
-    low = floor(s, r.min_delay)
+    low = s.floor(r.min_delay)
     if now < s.hold_until:
         low = max(low, (1.0 + MARGIN) * s.hold)
     if s.gap <= low or s.phase in ("backing_off", "outage", "blocked"):
         return
     if s.phase == "startup":
-        set_gap(s, low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
+        s.set_gap(low + (s.gap - low) / 2.0, r.min_delay, r.max_delay)
     elif now < s.hold_until:
         if s.since_refusal >= s.stretch:  # halve the distance to the bracket's end
             s.taken, gap = s.gap, low + (s.gap - low) / 2.0
-            set_gap(s, low if gap - low < MARGIN * low else gap, r.min_delay, r.max_delay)
+            s.set_gap(low if gap - low < MARGIN * low else gap, r.min_delay, r.max_delay)
             s.stretch = s.since_refusal + _stretch(s)
     elif now >= s.probe_at:
         s.probes += 1
-        set_gap(s, max(low, s.gap / (1.0 + MARGIN) ** s.probes), r.min_delay, r.max_delay)
+        s.set_gap(max(low, s.gap / (1.0 + MARGIN) ** s.probes), r.min_delay, r.max_delay)
         s.probe_at = now + _probe_period(s)
 
 

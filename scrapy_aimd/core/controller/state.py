@@ -21,6 +21,9 @@ __all__ = ["VERSION", "HostState", "Phase", "decode", "encode", "shift_state"]
 VERSION = 4
 """Versions 1 to 3 are the older rules' states: read by their limits alone."""
 
+SNAP = 0.001
+"""A gap within a millisecond of its floor is at it (below a reactor's jitter)."""
+
 PHASES: tuple[str, ...] = ("startup", "steady", "backing_off", "outage", "blocked")
 
 
@@ -78,6 +81,16 @@ class HostState:
     rate: AcceptedRate = field(default_factory=AcceptedRate)
     outage: Outage = field(default_factory=Outage)
 
+    def floor(self, min_delay: float) -> float:
+        """The narrowest gap allowed: ``max(min_delay, Crawl-delay)``."""
+        return max(min_delay, self.crawl_delay)
+
+    def set_gap(self, gap: float, min_delay: float, max_delay: float) -> None:
+        """The gap within its floor and ``max_delay`` (the floor wins), snapped to the floor."""
+        low = self.floor(min_delay)
+        gap = max(low, min(max(max_delay, low), gap))
+        self.gap = low if gap - low < SNAP else gap
+
 
 _PARTS = {"latency": Latency, "capacity": Capacity, "rate": AcceptedRate, "outage": Outage}
 #: Fields that are times on the controller's clock (moved by :func:`shift_state`).
@@ -124,7 +137,7 @@ def decode(data: Mapping[str, Any]) -> HostState:
         )
     s = HostState(gap=_number(data, "delay", 0.0), limit=_whole(data, "concurrency", 1, 1))
     s.crawl_delay = _number(data, "crawl_delay", 0.0)
-    s.pause = _time(data, "paused_until", -math.inf)
+    s.pause = _number(data, "paused_until", -math.inf, negative=True)
     latencies = data.get("latencies") if version < VERSION else None
     if latencies is not None:
         s.latency.values = _floats(latencies, "latencies")[-20:]
@@ -152,7 +165,7 @@ def _fields(s: HostState, data: Mapping[str, Any]) -> None:
         if f.name in _SCALARS or f.name in _PARTS or f.name not in data:
             continue
         if f.name in _TIMES:
-            setattr(s, f.name, _time(data, f.name, -math.inf))
+            setattr(s, f.name, _number(data, f.name, -math.inf, negative=True))
         elif isinstance(default, bool):
             setattr(s, f.name, _flag(data, f.name))
         elif isinstance(default, int):
@@ -208,18 +221,13 @@ def _value(raw: Any, where: str, *, whole: bool) -> float | int:
 
 
 def _number(data: Mapping[str, Any], key: str, default: float, *, negative: bool = False) -> float:
-    raw = data.get(key, default)
+    raw = data.get(key)
     if raw is None:
         return default
     value = float(_value(raw, key, whole=False))
     if value < 0 and not negative:
         raise ValueError(f"controller state {key}={raw!r}: expected a number >= 0")
     return value
-
-
-def _time(data: Mapping[str, Any], key: str, default: float) -> float:
-    raw = data.get(key)
-    return default if raw is None else float(_value(raw, key, whole=False))
 
 
 def _whole(data: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
