@@ -107,6 +107,11 @@ AUTO_SLOT_META = "aimd_auto_slot"
 #: fleet worker reads it to tell a requeued start request from another worker's repeat.
 THROTTLE_RETRIES_META = "aimd_throttle_retries"
 
+#: The meta key that marks a request whose page answered a block status (403) with
+#: no block proven: the feedback middleware writes it, and the store tells the
+#: host's controller that the page's next one is its own (no news of a block).
+FORBIDDEN_META = "aimd_forbidden_again"
+
 
 def request_host(request: Request) -> str:
     """The politeness key of a request: the ``download_slot`` the user set on it,

@@ -57,7 +57,7 @@ from scrapy_aimd import give_up, signals
 from scrapy_aimd.core.connections import OpenConnections
 from scrapy_aimd.core.rate_limit_headers import Quota, read_quota
 from scrapy_aimd.core.retry_after import longest_retry_after
-from scrapy_aimd.crawl import THROTTLE_RETRIES_META, crawl_parts, request_host
+from scrapy_aimd.crawl import FORBIDDEN_META, THROTTLE_RETRIES_META, crawl_parts, request_host
 from scrapy_aimd.give_up import HostGaveUp
 from scrapy_aimd.robots_middleware import ROBOTS_META, bounded_robots_response
 from scrapy_aimd.scheduler import AimdScheduler
@@ -80,7 +80,6 @@ GAVE_UP_META = "aimd_gave_up"
 #: Set on a request queued again for a block status that may have been a forbidden
 #: page: ``[process token, send time of the try that answered so]``. Its next such
 #: answer goes to the spider if its host's first answer after that try was a page.
-FORBIDDEN_META = "aimd_forbidden_again"
 
 
 class AimdDownloaderMiddleware:
@@ -213,8 +212,7 @@ class AimdDownloaderMiddleware:
                     again.priority -= 1
             if again is not None:
                 return again
-        if reaction.kind == "forbidden" or before:
-            self.stats.inc_value("aimd/forbidden")
+        self.stats.inc_value("aimd/forbidden")  # whatever its reading: the spider gets a 403
         return response
 
     def _verdict(self, request: Request) -> bool | None:

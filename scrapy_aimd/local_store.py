@@ -19,6 +19,7 @@ from scrapy_aimd._compat import requests_in_progress, spider_closing
 from scrapy_aimd.core.controller import HostController
 from scrapy_aimd.core.frontier import Frontier
 from scrapy_aimd.crawl import (
+    FORBIDDEN_META,
     assign_slot,
     crawl_parts,
     request_depth,
@@ -268,6 +269,7 @@ class LocalStore:
                 retry_after=feedback.get("retry_after"),
                 page=ROBOTS_META not in request.meta,
                 quota=feedback.get("quota"),
+                again=FORBIDDEN_META in request.meta,
             )
             reporter.answered(
                 host, now, reaction, controller, before, status=status, latency=latency

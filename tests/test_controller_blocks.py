@@ -341,3 +341,41 @@ def test_pages_sent_before_the_run_do_not_break_it_pages_sent_after_do() -> None
     host.finish(later, now + 2 * FAST, status=200, latency=FAST)
     host.finish(blocked[-1], now + 3 * FAST, status=403, latency=FAST)
     assert host.phase(now + 3 * FAST) != "blocked"
+
+
+def test_a_run_of_block_statuses_opens_with_a_page_never_refused() -> None:
+    """A block refuses pages it never refused. Pages that answered a block status
+    already, with no block proven, answering it again open no run: a host left with
+    its forbidden pages only is never read as blocked by them, in however long a
+    row they come, nor do they keep slots. Once a fresh page opened a run, they
+    count in it (a paginated site's few pages, refused again, are the block's)."""
+    host = make(adaptive=False, max_concurrency=4)
+    now = serve(host, 0.0, 10)
+    for _ in range(3 * BLOCK_RUN):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        now += FAST
+        reaction = host.finish(ticket, now, status=403, latency=FAST, again=True)
+        assert reaction.kind == "forbidden" and reaction.refused and not reaction.decreased
+    assert host.phase(now) != "blocked" and host.paused_until == float("-inf")
+    assert host.concurrency == 4
+
+    fresh = make(adaptive=False, max_concurrency=4)
+    now = serve(fresh, 0.0, 10)
+    for again in [False] + [True] * (BLOCK_RUN - 1):
+        now = max(now, fresh.ready_at(now))
+        ticket = fresh.start(now)
+        now += FAST
+        fresh.finish(ticket, now, status=403, latency=FAST, again=again)
+    assert fresh.phase(now) == "blocked"
+
+
+def test_a_probe_answering_its_block_status_again_still_doubles_the_wait() -> None:
+    """In a block, a page's 403 tells nothing apart from a block still on: the wait doubles."""
+    host = make()
+    now = block(host, 0.0)
+    now = host.paused_until
+    ticket = host.start(now)
+    host.finish(ticket, now + FAST, status=403, latency=FAST, again=True)
+    assert host.phase(now + FAST) == "blocked"
+    assert host.paused_until == pytest.approx(now + FAST + GROWTH * BLOCK_WAIT)

@@ -282,9 +282,11 @@ class Frontier(Generic[T]):
         retry_after: float | None = None,
         page: bool = True,
         quota: Any = None,
+        again: bool = False,
     ) -> Reaction:
         """A response came back; ``page`` is False for one that is not a page
-        (robots.txt), whose latency must not set the host's baseline."""
+        (robots.txt), whose latency must not set the host's baseline; ``again``
+        as ``HostController.finish`` takes it."""
         state = self._host(host)
         reaction = state.controller.finish(
             ticket,
@@ -294,6 +296,7 @@ class Frontier(Generic[T]):
             retry_after=retry_after,
             page=page,
             quota=quota,
+            again=again,
         )
         self._file(host, state, now)
         return reaction

@@ -1051,14 +1051,15 @@ class FleetFrontier(Generic[T]):
         done: bool = False,
         page: bool = True,
         quota: Quota | None = None,
+        again: bool = False,
     ) -> Reaction | None:
         """A response came back: the host's controller learns from it, the lease's
         place is freed (the lease itself stays until :meth:`done`, or goes now if
         ``done``). None if the host's controller did not know the request.
-        ``page`` is False for an answer that is not one of the host's pages
-        (robots.txt), as ``HostController.finish`` takes it. Stored now, with
-        whatever waited for the next call: one round trip (if it loses its race,
-        it goes again with the next call: see :meth:`_store_now`)."""
+        ``page`` (False for robots.txt) and ``again`` are as ``HostController.finish``
+        takes them. Stored now, with whatever waited for the next call: one round
+        trip (if it loses its race, it goes again with the next call: see
+        :meth:`_store_now`)."""
         got: list[Reaction | None] = []
         self.finish_later(
             claim,
@@ -1069,6 +1070,7 @@ class FleetFrontier(Generic[T]):
             done=done,
             page=page,
             quota=quota,
+            again=again,
             then=got.append,
         )
         return self._store_now(got)
@@ -1085,6 +1087,7 @@ class FleetFrontier(Generic[T]):
         done: bool = False,
         page: bool = True,
         quota: Quota | None = None,
+        again: bool = False,
     ) -> None:
         """:meth:`finish`, stored with the next call; ``then`` is told the reaction
         once it is. For an answer whose reaction the caller need not know at once
@@ -1101,6 +1104,7 @@ class FleetFrontier(Generic[T]):
                 retry_after=retry_after,
                 page=page,
                 quota=quota,
+                again=again,
             )
 
         at = self._event_time(claim, now, latency)

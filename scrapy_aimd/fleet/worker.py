@@ -45,6 +45,7 @@ from scrapy_aimd.core.controller.gate import Limits
 from scrapy_aimd.core.dedup import SeenSet
 from scrapy_aimd.core.robots import Verdict
 from scrapy_aimd.crawl import (
+    FORBIDDEN_META,
     THROTTLE_RETRIES_META,
     crawl_parts,
     may_be_refusal,
@@ -1091,6 +1092,7 @@ class FleetStore:
                     latency=feedback.get("latency"),
                     now=at,
                     quota=feedback.get("quota"),
+                    again=FORBIDDEN_META in request.meta,
                     then=then,
                 )
             else:
@@ -1102,6 +1104,7 @@ class FleetStore:
                     now=at,
                     page=ROBOTS_META not in request.meta,
                     quota=feedback.get("quota"),
+                    again=FORBIDDEN_META in request.meta,
                 )
         except Exception as exc:
             self._stop(exc, "feedback")

@@ -119,13 +119,11 @@ class HostController:
 
     def phase(self, now: float) -> str:
         """The policy's phase, or ``paused`` while a Retry-After or a spent quota holds the host."""
-        s = self._s
-        return "paused" if s.pause > now and s.phase != "blocked" else s.phase
+        return "paused" if self._s.pause > now and self._s.phase != "blocked" else self._s.phase
 
     def ready_at(self, now: float) -> float:
         """The earliest time a request may start; ``<= now`` means now."""
-        s = self._s
-        return _gate.ready_at(self.limits, len(s.in_flight), s.last_start, now)
+        return _gate.ready_at(self.limits, len(self._s.in_flight), self._s.last_start, now)
 
     # -- events ------------------------------------------------------------------------
 
@@ -147,18 +145,18 @@ class HostController:
         retry_after: float | None = None,
         *,
         page: bool = True,
-        headers: Mapping[str, str] | None = None,
         quota: Quota | None = None,
+        again: bool = False,
     ) -> Reaction:
         """A response came back. ``latency`` is the fetch time (default: since start);
         ``retry_after`` the parsed header in seconds; ``page`` False for robots.txt;
-        ``quota`` what the response told of the host's quota (``headers`` are not
-        read here: the caller reads them with the clock they need)."""
+        ``quota`` what the response told of the host's quota; ``again`` True for a
+        page marked forbidden (it answered a block status, no block proven)."""
         if ticket.serial not in self._s.in_flight:
             return _IGNORED
         if latency is None or not math.isfinite(latency) or latency < 0:
             latency = max(0.0, now - ticket.started)
-        read = _answer.read(status, retry_after, page=page, cfg=self.cfg)
+        read = replace(_answer.read(status, retry_after, page=page, cfg=self.cfg), again=again)
         reaction = _policy.on_answer(self._s, self.cfg, ticket, now, read, latency)
         told = None if quota is None else _policy.told(self._s, now, quota)
         if told is not None and reaction.paused_until is None:

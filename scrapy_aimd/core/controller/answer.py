@@ -45,6 +45,8 @@ class Answer:
     """One of the host's pages (not robots.txt), answered 2xx or 3xx."""
     measured: bool = False
     """A 2xx page: its latency speaks for the host's pages (not redirects, errors)."""
+    again: bool = False
+    """A block status from a page marked forbidden: it had one, with no block proven."""
 
     @property
     def refusal(self) -> bool:

@@ -15,10 +15,11 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
 ``outage``
     Overloads at four times the spacing taken before: down; an accepted request restores it.
 ``blocked``
-    ``BLOCK_RUN`` block statuses in a row after pages (``AGAIN_RUN`` once it has
-    blocked): no start for a wait (the last block's, or ``BLOCK_WAIT``), then one
-    probe at a time, the wait doubling while it is still blocked (every hit may
-    renew a block); the first accepted probe ends the cycle as ``backing_off`` does.
+    ``BLOCK_RUN`` block statuses in a row after pages, opened by a page not refused
+    before (``AGAIN_RUN`` once it has blocked): no start for a wait (the last
+    block's, or ``BLOCK_WAIT``), then one probe at a time, the wait doubling while
+    it is still blocked (every hit may renew a block); the first accepted probe
+    ends the cycle as ``backing_off`` does.
     While a run is open, each of its statuses keeps its slot (:func:`gate_limit`).
 
 A refusal where the limit set the pace halves the limit instead; at most one
@@ -84,7 +85,7 @@ def on_answer(
     if answer.pause is not None:
         s.pause = max(s.pause, now + answer.pause)
     if answer.kind == "block":
-        return _block(s, r, ticket, now, spacing)
+        return _block(s, r, ticket, now, spacing, again=answer.again)
     if answer.refusal:
         return _refused(s, r, ticket, now, answer, spacing)
     ended = False
@@ -136,11 +137,13 @@ def _refused(
 
 
 def _block(
-    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, spacing: float
+    s: HostState, r: ControllerConfig, ticket: Ticket, now: float, spacing: float, *, again: bool
 ) -> Reaction:
-    """A block status: a forbidden page (fetched once more), a run's last, or a probe."""
+    """A block status: a forbidden page (fetched once more), a run's last, or a probe.
+    A page's status ``again`` opens no run: a block refuses pages it never refused."""
     if s.phase != "blocked":
-        s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
+        if not (again and s.run == 0):
+            s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
         if s.run < (BLOCK_RUN if not s.wait else AGAIN_RUN) or not s.answered_well:
             return Reaction("forbidden", False, refused=s.answered_well)
         s.outage.begin(now, s.gap, s.limit, s.phase, s.rate.pace(now))
@@ -237,9 +240,7 @@ def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
     """Startup halves the gap's excess per good answer; steady per stretch, then
     by ``MARGIN`` per probe period, never ``MARGIN`` close to the spacing last
     refused until it is forgotten (50 of the host's waits, or 100 answers)."""
-    low = s.floor(r.min_delay)
-    if now < s.hold_until:
-        low = max(low, (1.0 + MARGIN) * s.hold)
+    low = max(s.floor(r.min_delay), (1.0 + MARGIN) * s.hold if now < s.hold_until else 0.0)
     if s.gap <= low or s.phase in ("backing_off", "outage", "blocked"):
         return
     if s.phase == "startup":

@@ -103,9 +103,7 @@ _PART_TIMES = {"rate": ("run_start", "refused_since"), "outage": ("since",)}
 def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, tuple):
-        return list(value)
-    return value
+    return list(value) if isinstance(value, tuple) else value
 
 
 def encode(s: HostState) -> dict[str, Any]:
