@@ -370,6 +370,22 @@ def test_a_run_of_block_statuses_opens_with_a_page_never_refused() -> None:
     assert fresh.phase(now) == "blocked"
 
 
+def test_at_a_host_that_blocked_before_pages_refused_again_open_a_run() -> None:
+    """Pages refused as a block began are marked, then fetched after the others:
+    at a small site they are what is left when the next block comes, and each hit
+    may renew it. Once a host has blocked, their run is its next block."""
+    host = make()
+    now = block(host, 0.0)
+    now = serve(host, host.paused_until, 30)  # the block ended
+    assert host.phase(now) != "blocked"
+    for _ in range(AGAIN_RUN):
+        now = max(now, host.ready_at(now))
+        ticket = host.start(now)
+        now += FAST
+        host.finish(ticket, now, status=403, latency=FAST, again=True)
+    assert host.phase(now) == "blocked"
+
+
 def test_a_probe_answering_its_block_status_again_still_doubles_the_wait() -> None:
     """In a block, a page's 403 tells nothing apart from a block still on: the wait doubles."""
     host = make()

@@ -137,6 +137,27 @@ def test_a_forbidden_page_goes_to_the_spider_after_two_fetches_without_a_block(
     assert "aimd/requeue/gave_up" not in result.stats
 
 
+def test_forbidden_pages_fetched_again_at_the_end_are_not_read_as_a_block(
+    tmp_path: Path,
+) -> None:
+    """Three forbidden pages in a row, early: each answer after the first two was a
+    403, so they are tried again until their retries are spent, with nothing else
+    left to ask. A block refuses pages it never refused: a run of such pages is no
+    block, and their retries go at the host's pace, not a block's doubling waits."""
+    forbidden = frozenset({3, 4, 5})
+    site = Site(pages=30, forbidden=forbidden)
+    started = time.monotonic()
+    result = crawl(site, tmp_path / "crawl")
+    elapsed = time.monotonic() - started
+    fetches = site.fetches()
+    assert all(2 <= fetches[page(i)] <= 1 + 10 for i in forbidden), fetches
+    assert handed_on(result) == Counter({page(i)[1:]: 1 for i in forbidden})
+    assert result.stats["aimd/forbidden"] == 3
+    assert "aimd/blocked/hosts" not in result.stats
+    assert "aimd/pauses" not in result.stats
+    assert elapsed < 30  # a block's waits would sum to minutes
+
+
 def test_a_blocked_host_left_with_forbidden_pages_only_ends(tmp_path: Path) -> None:
     """Once every other page is served, the first forbidden page blocks the host and
     every hit renews the block: nothing tells the two forbidden pages from blocked

@@ -16,10 +16,10 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
     Overloads at four times the spacing taken before: down; an accepted request restores it.
 ``blocked``
     ``BLOCK_RUN`` block statuses in a row after pages, opened by a page not refused
-    before (``AGAIN_RUN`` once it has blocked): no start for a wait (the last
-    block's, or ``BLOCK_WAIT``), then one probe at a time, the wait doubling while
-    it is still blocked (every hit may renew a block); the first accepted probe
-    ends the cycle as ``backing_off`` does.
+    before (``AGAIN_RUN``, opened by any, once it has blocked): no start for a wait
+    (the last block's, or ``BLOCK_WAIT``), then one probe at a time, the wait
+    doubling while it is still blocked (every hit may renew a block); the first
+    accepted probe ends the cycle as ``backing_off`` does.
     While a run is open, each of its statuses keeps its slot (:func:`gate_limit`).
 
 A refusal where the limit set the pace halves the limit instead; at most one
@@ -140,9 +140,10 @@ def _block(
     s: HostState, r: ControllerConfig, ticket: Ticket, now: float, spacing: float, *, again: bool
 ) -> Reaction:
     """A block status: a forbidden page (fetched once more), a run's last, or a probe.
-    A page's status ``again`` opens no run: a block refuses pages it never refused."""
+    A page's status ``again`` opens no run before a first block (that refuses pages it
+    never refused); after one, it may be the next (each hit may renew it)."""
     if s.phase != "blocked":
-        if not (again and s.run == 0):
+        if not (again and s.run == 0 and not s.wait):
             s.run, s.run_since = s.run + 1, ticket.started if s.run == 0 else s.run_since
         if s.run < (BLOCK_RUN if not s.wait else AGAIN_RUN) or not s.answered_well:
             return Reaction("forbidden", False, refused=s.answered_well)
