@@ -249,7 +249,21 @@ def test_a_told_quota_paces_the_host_until_the_earliest_reset() -> None:
     assert host.told_gap == pytest.approx(0.18)
     ticket = host.start(1.0)
     host.finish(ticket, 1.0 + FAST, status=200, latency=FAST, quota=quota(3, 0.9))
-    assert host.told_gap == pytest.approx(0.3)  # its last second: to the told reset
+    assert host.told_gap == 0.0  # its last second: the reset may come now
+
+
+def test_no_more_in_flight_than_the_told_quota_remains() -> None:
+    """With a told gap of 0 (a reset's last second), what remains could start at once:
+    no more than that may be in flight, or a start comes before the reading that
+    says the quota is spent."""
+    host = make(adaptive=False, max_concurrency=8)
+    ticket = host.start(0.0)
+    host.finish(ticket, FAST, status=200, latency=FAST, quota=quota(3, 0.9))
+    assert host.delay == 0.0 and host.concurrency == 3
+    tickets = [host.start(FAST) for _ in range(3)]
+    assert host.ready_at(FAST) == float("inf")
+    host.finish(tickets[0], 2 * FAST, status=200, latency=FAST, quota=quota(100, 30.0))
+    assert host.concurrency == 8
 
 
 def test_requests_in_flight_count_against_what_remains() -> None:
@@ -302,7 +316,7 @@ def test_a_told_quota_is_never_probed_for() -> None:
 def test_a_told_quota_lasts_until_its_earliest_reset(told: list[tuple[int, float]]) -> None:
     """Invariant: after any told quota, the gap times what remains (less what is in
     flight) is at least the time to the earliest reset (``RESOLUTION`` before the
-    told one, or the told one in its last second), or the host is paused to it."""
+    told one), or the host is paused to it; no more start than what remains."""
     host = make()
     now = 0.0
     for remaining, resets_in in told:
@@ -312,8 +326,8 @@ def test_a_told_quota_lasts_until_its_earliest_reset(told: list[tuple[int, float
         host.finish(ticket, now, status=200, latency=FAST, quota=quota(remaining, resets_in, None))
         left = remaining - host.in_flight
         if resets_in > 0 and left > 0:
-            earliest = resets_in - RESOLUTION if resets_in > RESOLUTION else resets_in
-            assert host.delay * left >= earliest * (1 - 1e-9)
+            assert host.delay * left >= (resets_in - RESOLUTION) * (1 - 1e-9)
+            assert host.concurrency <= remaining
         elif remaining <= 0 or left <= 0 < resets_in:
             assert host.paused_until >= now + min(resets_in, RESOLUTION) - 1e-9
 

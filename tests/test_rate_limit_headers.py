@@ -209,7 +209,8 @@ def test_huge_numbers_are_bounded() -> None:
 def test_the_pace_spreads_the_rest_until_the_earliest_reset() -> None:
     """A reset is told in whole seconds: the true one may come a second sooner."""
     assert quota_pace(Quota(60, 30, 15.0, 60.0, "x")) == QuotaPace(gap=14.0 / 30, pause=0.0)
-    assert quota_pace(Quota(60, 2, 0.5, 60.0, "x")) == QuotaPace(gap=0.25, pause=0.0)
+    assert quota_pace(Quota(60, 2, 1.5, 60.0, "x")) == QuotaPace(gap=0.25, pause=0.0)
+    assert quota_pace(Quota(60, 2, 0.5, 60.0, "x")) == QuotaPace(gap=0.0, pause=0.0)  # may be now
     assert quota_pace(Quota(60, 30, 0.0, 60.0, "x")) == QuotaPace(gap=0.0, pause=0.0)
     assert quota_pace(Quota(None, MOST, CAP, None, "x")).gap < 1e-9
 

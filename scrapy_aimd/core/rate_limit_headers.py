@@ -87,12 +87,12 @@ RESOLUTION = 1.0
 def quota_pace(quota: Quota, in_flight: int = 0) -> QuotaPace:
     """The spacing at which what remains, less the requests ``in_flight``, lasts
     until the earliest the reset may come (paced to the told reset, a window's last
-    quota went unspent; in its last second, to the told one), or a pause until the
-    told reset when nothing is left. A quota already reset asks for nothing."""
+    quota went unspent; in its last second it may come now: what remains may go at
+    once, no more in flight than it), or a pause until the told reset when nothing
+    is left. A quota already reset asks for nothing."""
     left, until = quota.remaining - in_flight, quota.resets_in
     if left > 0 or (quota.remaining > 0 and until <= 0.0):
-        until = until - RESOLUTION if until > RESOLUTION else until
-        return QuotaPace(gap=until / left if until > 0.0 else 0.0, pause=0.0)
+        return QuotaPace(gap=max(0.0, until - RESOLUTION) / max(left, 1), pause=0.0)
     return QuotaPace(gap=0.0, pause=max(until, RESOLUTION))
 
 

@@ -218,5 +218,4 @@ class HostController:
 def _skip_serials_past(serial: int) -> None:
     """Later tickets are numbered after every one a restored state knows of."""
     global _serials
-    current = next(_serials)
-    _serials = itertools.count(max(current, serial + 1))
+    _serials = itertools.count(max(next(_serials), serial + 1))

@@ -137,9 +137,7 @@ class Capacity:
         current = median(self.pages)
         if self.unloaded is None or current < self.unloaded:
             self.unloaded = current
-        if current <= 0:
-            return 0.0
-        return limit * (1.0 - self.unloaded / current)
+        return limit * (1.0 - self.unloaded / current) if current > 0 else 0.0
 
     def new_level(self) -> None:
         """The limit changed: its pages are measured afresh."""

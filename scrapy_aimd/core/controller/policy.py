@@ -67,8 +67,8 @@ CUT_HELD = 0.9
 
 
 def gate_limit(s: HostState) -> int:
-    """The gate's limit: a block status of an open run keeps its slot until a page answers."""
-    return max(1, s.limit - s.run)
+    """The gate's limit: an open run's block statuses keep their slots; a told quota caps it."""
+    return max(1, min(s.limit - s.run, s.told_most or s.limit))
 
 
 def on_start(s: HostState, now: float, serial: int) -> None:
@@ -162,9 +162,9 @@ def _block(
 
 
 def told(s: HostState, now: float, quota: Quota) -> float | None:
-    """A told quota (:func:`quota_pace`): a floor under the gap, or a pause to its reset."""
+    """A told quota (:func:`quota_pace`): a gap's floor, a cap on those in flight, or a pause."""
     pace = quota_pace(quota, len(s.in_flight))
-    s.told = pace.gap
+    s.told, s.told_most = pace.gap, quota.remaining
     if pace.pause > 0:
         s.pause = max(s.pause, now + pace.pause)
     return s.pause if pace.pause > 0 else None

@@ -69,6 +69,8 @@ class HostState:
     """While blocked, the wait before the next probe; after, the last one's."""
     told: float = 0.0
     """The gap at which the quota the host last told lasts until its earliest reset (0: none)."""
+    told_most: int = 0
+    """What the quota the host last told remains: the most in flight (0: none, or spent)."""
     cut: tuple[float, float] | None = None
     """After a limit was cut for a queue: the median that made it, the limit before."""
     last_start: float = -math.inf
