@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_aimd.core.controller import ControllerConfig, HostController
+from scrapy_aimd.core.controller import ControllerConfig, HostController, Reaction
 from scrapy_aimd.core.controller.policy import AGAIN_RUN, BLOCK_RUN, BLOCK_WAIT, GROWTH
 from scrapy_aimd.core.rate_limit_headers import RESOLUTION, Quota
 
@@ -357,6 +357,14 @@ def test_pages_sent_before_the_run_do_not_break_it_pages_sent_after_do() -> None
     assert host.phase(now + 3 * FAST) != "blocked"
 
 
+def forbidden_again(host: HostController, now: float, again: bool = True) -> tuple[float, Reaction]:
+    """One request answered 403 FAST later; ``again``: its page was marked forbidden."""
+    now = max(now, host.ready_at(now))
+    ticket = host.start(now)
+    now += FAST
+    return now, host.finish(ticket, now, status=403, latency=FAST, again=again)
+
+
 def test_a_run_of_block_statuses_opens_with_a_page_never_refused() -> None:
     """A block refuses pages it never refused. Pages that answered a block status
     already, with no block proven, answering it again open no run: a host left with
@@ -366,10 +374,7 @@ def test_a_run_of_block_statuses_opens_with_a_page_never_refused() -> None:
     host = make(adaptive=False, max_concurrency=4)
     now = serve(host, 0.0, 10)
     for _ in range(3 * BLOCK_RUN):
-        now = max(now, host.ready_at(now))
-        ticket = host.start(now)
-        now += FAST
-        reaction = host.finish(ticket, now, status=403, latency=FAST, again=True)
+        now, reaction = forbidden_again(host, now)
         assert reaction.kind == "forbidden" and reaction.refused and not reaction.decreased
     assert host.phase(now) != "blocked" and host.paused_until == float("-inf")
     assert host.concurrency == 4
@@ -377,10 +382,7 @@ def test_a_run_of_block_statuses_opens_with_a_page_never_refused() -> None:
     fresh = make(adaptive=False, max_concurrency=4)
     now = serve(fresh, 0.0, 10)
     for again in [False] + [True] * (BLOCK_RUN - 1):
-        now = max(now, fresh.ready_at(now))
-        ticket = fresh.start(now)
-        now += FAST
-        fresh.finish(ticket, now, status=403, latency=FAST, again=again)
+        now, _ = forbidden_again(fresh, now, again)
     assert fresh.phase(now) == "blocked"
 
 
@@ -393,10 +395,7 @@ def test_at_a_host_that_blocked_before_pages_refused_again_open_a_run() -> None:
     now = serve(host, host.paused_until, 30)  # the block ended
     assert host.phase(now) != "blocked"
     for _ in range(AGAIN_RUN):
-        now = max(now, host.ready_at(now))
-        ticket = host.start(now)
-        now += FAST
-        host.finish(ticket, now, status=403, latency=FAST, again=True)
+        now, _ = forbidden_again(host, now)
     assert host.phase(now) == "blocked"
 
 
