@@ -448,6 +448,51 @@ def test_pages_that_are_slower_at_any_load_are_a_new_normal() -> None:
     assert host.concurrency >= 8
 
 
+def queue_round(host: HostController, now: float, workers: int = 4, work: float = 0.4) -> float:
+    """A round on ``workers`` of ``work`` s that queue the rest: pages slow with the load."""
+    return good_round(host, now, latency=work * max(1.0, host.concurrency / workers))
+
+
+def cut_for_a_queue() -> tuple[HostController, float]:
+    """Four workers of 0.4 s: 8 in flight cut to 4, and a round at 4 as fast as unloaded."""
+    host = make(max_concurrency=16)
+    now = queue_round(host, grow_to(host, 8, latency=0.4))
+    assert host.concurrency == 4
+    return host, queue_round(host, now)
+
+
+def test_a_cut_that_kept_the_throughput_holds_the_workers_for_a_probe_period() -> None:
+    """Half the load, pages twice as fast: a queue's; no round above its workers before
+    ``LONE_AFTER`` answers (not one more a round, back into the queue)."""
+    host, now = cut_for_a_queue()
+    answers_at_4 = 4
+    while answers_at_4 < LONE_AFTER - 4:
+        now = queue_round(host, now)
+        answers_at_4 += 4
+        assert host.concurrency == 4
+    probed = []
+    for _ in range(4):
+        now = queue_round(host, now)
+        probed.append(host.concurrency)
+    assert 5 in probed  # the probe
+
+
+def test_a_cut_that_cost_throughput_is_no_queues_and_not_held() -> None:
+    """Half the load, pages only 0.6 times as slow: the extra requests did work."""
+    host = make(max_concurrency=16)
+    now = queue_round(host, grow_to(host, 8, latency=0.4))
+    now = good_round(host, now, latency=0.48)
+    assert host.concurrency == 5
+
+
+def test_a_refusal_ends_a_queues_hold() -> None:
+    host, now = cut_for_a_queue()
+    assert host.state()["queue_probe"] > 0
+    tickets = start_round(host, now)
+    host.finish(tickets[0], now + 0.1, status=503)
+    assert host.state()["queue_probe"] == 0
+
+
 def test_fast_pages_never_read_as_a_queue() -> None:
     host = make(max_concurrency=16)
     now = grow_to(host, 8, latency=0.01)

@@ -5,9 +5,9 @@ Five phases, each with one job (as TCP BBR's are; docs/controller.rst tells more
 ``startup``
     Find the room: a round of good answers doubles the limit, an answer halves the gap.
 ``steady``
-    Stay just below what the host takes: a round of good answers at unchanged
-    speed adds one to the limit; the gap halves its distance to the spacing
-    last refused per stretch, then narrows by ``MARGIN`` per probe period.
+    Stay just below what the host takes: a round of good answers at unchanged speed adds
+    one to the limit (past a queue's workers once a probe period); the gap halves its
+    distance to the spacing last refused per stretch, then narrows by ``MARGIN`` a period.
 ``backing_off``
     Refused where the gap set the pace: each refusal doubles the gap (from a second
     out of startup; an overload's within a quarter of their age); the first
@@ -63,7 +63,7 @@ BLOCK_WAIT = 4.0
 JITTER = 1.25
 """A median page within this factor of the unloaded one is no queue (+-10 %: 1.1 / 0.9)."""
 CUT_HELD = 0.9
-"""A cut for a queue that took no tenth off the pages' median is undone: not the crawl's."""
+"""A cut taking no tenth off the median is undone; one keeping the throughput (+-10 %) is held."""
 
 
 def gate_limit(s: HostState) -> int:
@@ -116,7 +116,7 @@ def _refused(
     refused = kind == "rate_limit" or s.answered_well
     lone = answer.kind == "overload" and s.since_refusal >= LONE_AFTER
     stale = answer.timeout and ticket.started < s.level_since  # of a load that is gone
-    s.since_refusal = 0
+    s.since_refusal = s.queue_probe = 0  # the host's refusals lead now
     if lone or stale or ticket.round != s.round:
         if ticket.round != s.round and not answer.counted and s.halved:
             kind = "overload"  # read as the answer that made the last decrease
@@ -264,14 +264,14 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
     waiting = s.capacity.waiting(s.limit)
     current = median(s.capacity.pages) if s.capacity.pages else 0.0
     if s.cut is not None and current:
-        # Only a cut to half or less is judged by a few pages' median (jitter is far smaller).
-        judged = 2 * s.limit <= s.cut[1]
-        held = judged and current >= CUT_HELD * s.cut[0]
-        limit, s.cut = int(s.cut[1]), None
-        if held:  # a new normal: the pages are this slow at any load
+        (before, limit), s.cut = s.cut, None
+        share, fell = s.limit / limit, current / before
+        if 2 * share <= 1 and fell >= CUT_HELD:  # a new normal: this slow at any load
             s.capacity.unloaded, s.capacity.most = current, None
-            _set_limit(s, max(limit, s.limit), now)
-            return
+            return _set_limit(s, max(int(limit), s.limit), now)
+        # Throughput kept within a tenth by a cut beyond jitter (Little's law): a queue's.
+        if share < 1 / JITTER and share / 2 <= fell <= share / CUT_HELD:
+            s.queue_probe = s.since_refusal + LONE_AFTER
     unloaded = s.capacity.unloaded or 0.0
     rise = current > JITTER * unloaded and current > r.fast_latency
     if waiting is not None and rise and (waiting >= 1.0 or current > r.latency_factor * unloaded):
@@ -280,12 +280,11 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
         _set_limit(s, s.capacity.most, now)
         s.phase = "steady" if s.phase == "startup" else s.phase
         return
-    if waiting is not None and waiting >= 0.5 and rise and s.phase == "steady":
-        s.level_good, s.level_full = 0, False  # holds: about one request waits
-        return
     if s.over and s.limit >= s.over:
         s.over = 0  # the limit the host refused was served: try above it
     grown = 2 * s.limit if s.phase == "startup" else s.limit + 1
+    if s.capacity.most and s.limit >= s.capacity.most and s.since_refusal < s.queue_probe:
+        grown = s.limit  # no probe above a queue's workers before its period ends
     if s.over and grown >= s.over:
         grown = s.over if s.since_refusal >= 2 * LONE_AFTER and now >= s.hold_until else s.over - 1
     _set_limit(s, max(s.limit, min(grown, r.max_concurrency)), now)

@@ -71,6 +71,8 @@ class HostState:
     """The gap at which the quota the host last told lasts until its earliest reset (0: none)."""
     told_most: int = 0
     """What the quota the host last told remains: the most in flight (0: none, or spent)."""
+    queue_probe: int = 0
+    """``since_refusal`` before which the limit stays at the workers a queue showed."""
     cut: tuple[float, float] | None = None
     """After a limit was cut for a queue: the median that made it, the limit before."""
     last_start: float = -math.inf
