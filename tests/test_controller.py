@@ -270,6 +270,21 @@ def test_a_429_in_startup_backs_off_from_a_second() -> None:
     assert host.delay == pytest.approx(DEFAULT_SPACING)
 
 
+def test_startup_halves_the_gap_per_answer_served_a_missing_page_too() -> None:
+    """A limiter counts every request it serves, a 404 as a page: each answer served
+    in startup halves the gap, the one that ends a cycle back into startup too."""
+    host = make(adaptive=False, max_concurrency=1)
+    now = refused_run(host, 0.0, 0, 0.0)  # the first page refused: nothing measured
+    assert host.delay == pytest.approx(DEFAULT_SPACING)
+    now = host.ready_at(now)
+    host.finish(host.start(now), now + 0.01, status=200, latency=0.01)
+    assert host.phase(now + 0.01) == "startup"
+    assert host.delay == pytest.approx(DEFAULT_SPACING / 2)
+    now = host.ready_at(now + 0.01)
+    host.finish(host.start(now), now + 0.01, status=404, latency=0.01)
+    assert host.delay == pytest.approx(DEFAULT_SPACING / 4)
+
+
 def test_a_429_in_steady_backs_off_from_the_pace_the_host_took() -> None:
     host = make(adaptive=False, max_concurrency=1)
     now = refused_run(host, 0.0, 10, 0.1)

@@ -135,6 +135,16 @@ def test_a_cache_serves_most_pages_fast_and_the_origin_refuses_above_two() -> No
     assert sum(a.status == 503 for a in answers) == 1000 - fast - 2
 
 
+def test_a_missing_link_is_answered_by_the_front_or_counted_by_the_limiter() -> None:
+    cheap = m.MissingLinks(3, m.CapacityHost(1, 0.5))
+    answers = [cheap.answer(0.0) for _ in range(3)]  # the third takes no worker
+    assert [a.status for a in answers] == [200, 503, 404] and answers[2].latency < 0.01
+    counted = m.MissingLinks(3, m.TokenBucket(1, 1, 0.01), cheap=False)
+    assert statuses(counted, [0.0, 1.0, 2.0, 2.1]) == [200, 200, 404, 429]
+    queue = m.MissingLinks(3, m.QueueHost(1, 0.2, spread=0.0))
+    assert statuses(queue, [0.0, 0.0]) == [200, 200] and queue.mean_waiting(1.0) > 0
+
+
 def test_random_timeouts_come_whatever_the_load() -> None:
     host = m.RandomTimeouts(0.02, 10.0, m.HealthyHost(0.1))
     answers = [host.answer(t) for t in every(0.0, 1.0, 5000)]

@@ -540,6 +540,31 @@ class CachedOrigin:
 
 
 @dataclasses.dataclass
+class MissingLinks:
+    """``then``, where every ``every``-th link is missing (a 404), as on most sites.
+    ``cheap``: the front answers it at once (a static 404: no worker, no limiter);
+    else the limiter in front counts it and the origin answers it as a page."""
+
+    every: int
+    then: Model
+    cheap: bool = True
+    served: int = 0
+
+    def answer(self, now: float) -> Answer:
+        self.served += 1
+        if self.served % self.every:
+            return self.then.answer(now)
+        if self.cheap:
+            return Answer(404, 0.005)
+        answer = self.then.answer(now)
+        return answer._replace(status=404) if answer.status == 200 else answer
+
+    def mean_waiting(self, until: float) -> float | None:
+        waiting = getattr(self.then, "mean_waiting", None)
+        return None if waiting is None else float(waiting(until))
+
+
+@dataclasses.dataclass
 class RandomTimeouts:
     """``then``, but a share ``p`` of the requests, whatever the load, get no answer:
     the crawler gives up after ``timeout`` seconds (a lost packet, a hung worker)."""

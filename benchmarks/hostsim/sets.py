@@ -150,6 +150,24 @@ HELD_OUT: list[HostSpec] = [
     _held_out(
         "bimodal: 70 % of 50 ms, 30 % of 1 s", lambda: m.CachedOrigin(0.7, 0.05, m.HealthyHost(1.0))
     ),
+    # Sites with missing links: a third answer 404, at once from the front, or
+    # counted by the limiter in front and answered by the origin.
+    _held_out(
+        "queueing origin 4 x 0.2 s, a third 404 at once",
+        lambda: m.MissingLinks(3, m.QueueHost(4, 0.2)),
+    ),
+    _held_out(
+        "capacity 4 of 0.5 s, 503, a third 404 at once",
+        lambda: m.MissingLinks(3, m.CapacityHost(4, 0.5)),
+    ),
+    _held_out(
+        "bucket 4/s burst 1, 429 + RA 1, a third 404 counted",
+        lambda: m.MissingLinks(3, m.TokenBucket(4, 1, 0.02), cheap=False),
+    ),
+    _held_out(
+        "fixed window 30/5 s, 429 + RA, a third 404 counted",
+        lambda: m.MissingLinks(3, m.FixedWindow(30, 5.0), cheap=False),
+    ),
     # Abuse filters.
     _held_out("evasive: > 20 in 2 s, 403 for 5 s, renewed", lambda: m.EvasiveBlock(20, 2.0, 5.0)),
     _held_out("mod_evasive site count 20/2 s, block 5 s, 403", lambda: m.ModEvasive(20, 2, 5)),

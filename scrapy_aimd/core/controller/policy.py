@@ -93,19 +93,18 @@ def on_answer(
         s.since_refusal += 1
         s.run = s.run if ticket.started <= s.run_since else 0  # sent before the run: no news
         ended = _accepted(s, r, ticket, now)
-    if answer.kind != "good" or not answer.page:
-        return Reaction(answer.kind if answer.kind == "good" else "neutral", False)
-    s.answered_well = True
-    if answer.measured:
-        s.latency.add(latency)
+    if answer.page:
+        s.answered_well = True
+        if answer.measured:
+            s.latency.add(latency)
+            if ticket.started >= s.level_since and ticket.round == s.round:
+                s.capacity.add(latency)
         if ticket.started >= s.level_since and ticket.round == s.round:
-            s.capacity.add(latency)
-    if ticket.started >= s.level_since and ticket.round == s.round:
-        s.level_good += 1
-        _round(s, r, now)
-    if not ended:
-        _probe_gap(s, r, now)
-    return Reaction("good", False)
+            s.level_good += 1
+            _round(s, r, now)
+    if answer.served and (not ended or s.phase == "startup"):
+        _probe_gap(s, r, now)  # a limiter counts every request it serves
+    return Reaction("good" if answer.kind == "good" else "neutral", False)
 
 
 def _refused(
@@ -238,7 +237,7 @@ def _stretch(s: HostState) -> int:
 
 
 def _probe_gap(s: HostState, r: ControllerConfig, now: float) -> None:
-    """Startup halves the gap's excess per good answer; steady per stretch, then
+    """Startup halves the gap's excess per answer served; steady per stretch, then
     by ``MARGIN`` per probe period, never ``MARGIN`` close to the spacing last
     refused until it is forgotten (50 of the host's waits, or 100 answers)."""
     low = max(s.floor(r.min_delay), (1.0 + MARGIN) * s.hold if now < s.hold_until else 0.0)
