@@ -263,11 +263,11 @@ def _round(s: HostState, r: ControllerConfig, now: float) -> None:
     waiting = s.capacity.waiting(s.limit)
     current = median(s.capacity.pages) if s.capacity.pages else 0.0
     if s.cut is not None and current:
-        (before, limit), s.cut = s.cut, None
-        share, fell = s.limit / limit, current / before
+        (median_before, limit_before), s.cut = s.cut, None
+        share, fell = s.limit / limit_before, current / median_before
         if 2 * share <= 1 and fell >= CUT_HELD:  # a new normal: this slow at any load
             s.capacity.unloaded, s.capacity.most = current, None
-            return _set_limit(s, max(int(limit), s.limit), now)
+            return _set_limit(s, max(int(limit_before), s.limit), now)
         # Throughput kept within a tenth by a cut beyond jitter (Little's law): a queue's.
         if share < 1 / JITTER and share / 2 <= fell <= share / CUT_HELD:
             s.queue_probe = s.since_refusal + LONE_AFTER
